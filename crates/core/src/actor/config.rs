@@ -1,0 +1,54 @@
+//! Per-actor configuration with the reference defaults (spec actor-task §9).
+
+use std::time::Duration;
+
+/// Timeouts and limits of one actor type. Every field has the reference's
+/// default; the JS surface overrides them from `JsActorConfig`.
+#[derive(Debug, Clone)]
+pub struct ActorConfig {
+    pub name: Option<String>,
+    pub icon: Option<String>,
+    pub can_hibernate_websocket: bool,
+    pub state_save_interval: Duration,
+    pub create_state_timeout: Duration,
+    pub on_create_timeout: Duration,
+    pub create_vars_timeout: Duration,
+    pub on_migrate_timeout: Duration,
+    pub on_wake_timeout: Duration,
+    pub on_before_actor_start_timeout: Duration,
+    pub action_timeout: Duration,
+    pub on_request_timeout: Duration,
+    pub sleep_timeout: Duration,
+    pub no_sleep: bool,
+    pub sleep_grace_period: Duration,
+    pub max_incoming_message_size: usize,
+    pub max_outgoing_message_size: usize,
+    /// Capacity of the task's client-traffic queue; a full queue answers
+    /// `actor.overloaded` instead of growing without bound.
+    pub dispatch_queue_capacity: usize,
+}
+
+impl Default for ActorConfig {
+    fn default() -> Self {
+        Self {
+            name: None,
+            icon: None,
+            can_hibernate_websocket: false,
+            state_save_interval: Duration::from_secs(1),
+            create_state_timeout: Duration::from_secs(5),
+            on_create_timeout: Duration::from_secs(5),
+            create_vars_timeout: Duration::from_secs(5),
+            on_migrate_timeout: Duration::from_secs(30),
+            on_wake_timeout: Duration::from_secs(30),
+            on_before_actor_start_timeout: Duration::from_secs(5),
+            action_timeout: Duration::from_secs(60),
+            on_request_timeout: Duration::from_secs(60),
+            sleep_timeout: Duration::from_secs(30),
+            no_sleep: false,
+            sleep_grace_period: Duration::from_secs(15),
+            max_incoming_message_size: 65_536,
+            max_outgoing_message_size: 1_048_576,
+            dispatch_queue_capacity: 1024,
+        }
+    }
+}

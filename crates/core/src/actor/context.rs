@@ -1,0 +1,233 @@
+//! The per-generation actor context shared by the task, the dispatcher and
+//! the host runtime.
+//!
+//! It carries the generation's identity, the flags the admission rules read
+//! (started, lost, sleep/destroy requested), the *generation holds* that say
+//! when a generation is really finished, the abort signal and the state.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use super::{ActorKey, EngineLink};
+use crate::error::{catalog, ActorSpecifier};
+
+#[derive(Clone)]
+pub struct ActorContext(Arc<Inner>);
+
+struct Inner {
+    actor_id: String,
+    generation: u32,
+    name: String,
+    key: ActorKey,
+    region: String,
+    input: Option<Vec<u8>>,
+    lost: CancellationToken,
+    abort: CancellationToken,
+    started: AtomicBool,
+    destroy_requested: AtomicBool,
+    sleep_requested: AtomicBool,
+    holds: watch::Sender<usize>,
+    state: Mutex<Vec<u8>>,
+    link: Arc<dyn EngineLink>,
+}
+
+/// Identity of a generation, as the engine gives it on start.
+#[derive(Debug, Clone)]
+pub struct ActorIdentity {
+    pub actor_id: String,
+    pub generation: u32,
+    pub name: String,
+    pub key: ActorKey,
+    pub region: String,
+    pub input: Option<Vec<u8>>,
+}
+
+/// Keeps a generation "unfinished" while alive. The actor task owns one for
+/// its whole life; storage cleanup of a lost generation may take another.
+pub struct GenerationHold(watch::Sender<usize>);
+
+impl Drop for GenerationHold {
+    fn drop(&mut self) {
+        self.0.send_modify(|n| *n = n.saturating_sub(1));
+    }
+}
+
+impl ActorContext {
+    /// `lost` is the envoy's lost signal for this generation.
+    pub fn new(identity: ActorIdentity, lost: CancellationToken, link: Arc<dyn EngineLink>) -> Self {
+        let ActorIdentity { actor_id, generation, name, key, region, input } = identity;
+        Self(Arc::new(Inner {
+            actor_id,
+            generation,
+            name,
+            key,
+            region,
+            input,
+            lost,
+            abort: CancellationToken::new(),
+            started: AtomicBool::new(false),
+            destroy_requested: AtomicBool::new(false),
+            sleep_requested: AtomicBool::new(false),
+            holds: watch::channel(0).0,
+            state: Mutex::new(Vec::new()),
+            link,
+        }))
+    }
+
+    pub fn actor_id(&self) -> &str {
+        &self.0.actor_id
+    }
+    pub fn generation(&self) -> u32 {
+        self.0.generation
+    }
+    pub fn name(&self) -> &str {
+        &self.0.name
+    }
+    pub fn key(&self) -> &ActorKey {
+        &self.0.key
+    }
+    pub fn region(&self) -> &str {
+        &self.0.region
+    }
+    pub fn input(&self) -> Option<&[u8]> {
+        self.0.input.as_deref()
+    }
+    pub fn link(&self) -> &Arc<dyn EngineLink> {
+        &self.0.link
+    }
+
+    /// `{actorId, generation, key}` attached to every error this generation returns.
+    pub fn specifier(&self) -> ActorSpecifier {
+        ActorSpecifier {
+            actor_id: self.0.actor_id.clone(),
+            generation: u64::from(self.0.generation),
+            key: Some(self.0.key.format()),
+        }
+    }
+
+    /// True when both handles point at the same generation.
+    pub fn same_instance(&self, other: &ActorContext) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+
+    // --- lost / abort -----------------------------------------------------
+
+    pub fn is_lost(&self) -> bool {
+        self.0.lost.is_cancelled()
+    }
+    pub fn mark_lost(&self) {
+        self.0.lost.cancel();
+    }
+    pub fn lost_token(&self) -> &CancellationToken {
+        &self.0.lost
+    }
+    /// The actor's abort signal: fires when the generation begins to stop.
+    pub fn abort_token(&self) -> &CancellationToken {
+        &self.0.abort
+    }
+    pub fn aborted(&self) -> bool {
+        self.0.abort.is_cancelled()
+    }
+
+    // --- lifecycle flags --------------------------------------------------
+
+    pub fn started(&self) -> bool {
+        self.0.started.load(Ordering::Acquire)
+    }
+    pub(crate) fn set_started(&self, started: bool) {
+        self.0.started.store(started, Ordering::Release);
+        if started {
+            self.0.sleep_requested.store(false, Ordering::Release);
+        }
+    }
+    pub fn destroy_requested(&self) -> bool {
+        self.0.destroy_requested.load(Ordering::Acquire)
+    }
+    pub fn mark_destroy_requested(&self) {
+        self.0.destroy_requested.store(true, Ordering::Release);
+    }
+    pub fn sleep_requested(&self) -> bool {
+        self.0.sleep_requested.load(Ordering::Acquire)
+    }
+
+    /// `ctx.sleep()`: asks the engine to stop this generation with `SleepIntent`.
+    pub fn sleep(&self) -> anyhow::Result<()> {
+        if !self.started() {
+            if self.sleep_requested() || self.destroy_requested() {
+                return Err(catalog::actor_stopping(None).into_anyhow());
+            }
+            return Err(catalog::actor_starting().into_anyhow());
+        }
+        if self.0.sleep_requested.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        self.0.link.request_sleep(&self.0.actor_id, self.0.generation);
+        Ok(())
+    }
+
+    /// `ctx.destroy()`: asks the engine to destroy the actor (`StopIntent`).
+    pub fn destroy(&self) -> anyhow::Result<()> {
+        if !self.started() {
+            return Err(catalog::actor_starting().into_anyhow());
+        }
+        if self.0.destroy_requested.swap(true, Ordering::AcqRel) {
+            return Err(catalog::actor_stopping(Some("destroy was already requested")).into_anyhow());
+        }
+        self.0.link.request_destroy(&self.0.actor_id, self.0.generation);
+        Ok(())
+    }
+
+    // --- generation holds -------------------------------------------------
+
+    pub fn hold_generation(&self) -> GenerationHold {
+        self.0.holds.send_modify(|n| *n += 1);
+        GenerationHold(self.0.holds.clone())
+    }
+    pub fn is_generation_finished(&self) -> bool {
+        *self.0.holds.borrow() == 0
+    }
+    pub async fn wait_for_generation_finished(&self) {
+        let mut rx = self.0.holds.subscribe();
+        let _ = rx.wait_for(|n| *n == 0).await;
+    }
+
+    // --- state ------------------------------------------------------------
+
+    pub fn state(&self) -> Vec<u8> {
+        self.0.state.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+    pub fn set_state(&self, state: Vec<u8>) {
+        *self.0.state.lock().unwrap_or_else(|p| p.into_inner()) = state;
+    }
+}
+
+impl std::fmt::Debug for ActorContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ActorContext")
+            .field("actor_id", &self.0.actor_id)
+            .field("generation", &self.0.generation)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+impl ActorContext {
+    /// A context for tests, backed by an in-memory link.
+    pub fn for_test(actor_id: &str, generation: u32) -> Self {
+        Self::new(
+            ActorIdentity {
+                actor_id: actor_id.into(),
+                generation,
+                name: "test".into(),
+                key: ActorKey::default(),
+                region: String::new(),
+                input: None,
+            },
+            CancellationToken::new(),
+            Arc::new(super::link::MemoryLink::default()),
+        )
+    }
+}

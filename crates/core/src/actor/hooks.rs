@@ -1,0 +1,86 @@
+//! The hooks a host runtime provides for an actor type.
+//!
+//! The actor task calls them in the order of the spec (actor-task §3.1, §6)
+//! and bounds each with its timeout; implementations only run user code.
+//! Every hook returns a `'static` future so the task can keep polling it
+//! alongside client traffic (work is accepted during sleep grace).
+
+use std::collections::HashMap;
+
+use futures::future::BoxFuture;
+use tokio_util::sync::CancellationToken;
+
+use super::ActorContext;
+
+/// Hooks of the shape `(ctx) -> ()`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LifecycleHook {
+    CreateVars,
+    OnWake,
+    OnBeforeActorStart,
+    OnSleep,
+    OnDestroy,
+}
+
+impl LifecycleHook {
+    pub fn name(self) -> &'static str {
+        match self {
+            LifecycleHook::CreateVars => "createVars",
+            LifecycleHook::OnWake => "onWake",
+            LifecycleHook::OnBeforeActorStart => "onBeforeActorStart",
+            LifecycleHook::OnSleep => "onSleep",
+            LifecycleHook::OnDestroy => "onDestroy",
+        }
+    }
+}
+
+/// A raw HTTP request as the actor sees it (path relative to the actor).
+#[derive(Debug, Clone, Default)]
+pub struct HttpRequest {
+    pub method: String,
+    pub uri: String,
+    pub headers: HashMap<String, String>,
+    pub body: Vec<u8>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct HttpResponse {
+    pub status: u16,
+    pub headers: HashMap<String, String>,
+    pub body: Vec<u8>,
+}
+
+/// User code for one actor type. Every method has a default that does
+/// nothing, so a runtime implements only what the user defined.
+pub trait ActorHooks: Send + Sync + 'static {
+    /// `onMigrate({ctx, isNew})`; `None` when not defined.
+    fn on_migrate(&self, _ctx: &ActorContext, _is_new: bool) -> Option<BoxFuture<'static, anyhow::Result<()>>> {
+        None
+    }
+
+    /// `createState({ctx, input})` → initial state bytes; `None` when not defined.
+    fn create_state(&self, _ctx: &ActorContext, _input: Option<Vec<u8>>) -> Option<BoxFuture<'static, anyhow::Result<Vec<u8>>>> {
+        None
+    }
+
+    /// `onCreate({ctx, input})`; `None` when not defined.
+    fn on_create(&self, _ctx: &ActorContext, _input: Option<Vec<u8>>) -> Option<BoxFuture<'static, anyhow::Result<()>>> {
+        None
+    }
+
+    /// Any `(ctx) -> ()` hook; `None` when not defined.
+    fn lifecycle(&self, _hook: LifecycleHook, _ctx: &ActorContext) -> Option<BoxFuture<'static, anyhow::Result<()>>> {
+        None
+    }
+
+    /// `onRequest({ctx, request, cancelToken})`. `cancel` fires when the core
+    /// stops waiting (timeout, abort). `None` when not defined.
+    fn on_request(
+        &self,
+        _ctx: &ActorContext,
+        _request: HttpRequest,
+        _cancel: CancellationToken,
+    ) -> Option<BoxFuture<'static, anyhow::Result<HttpResponse>>> {
+        None
+    }
+}

@@ -1,0 +1,101 @@
+//! What an actor needs from the engine, as a trait so that the actor task
+//! and the dispatcher can be tested without an engine.
+//!
+//! The envoy implementation lives in [`crate::envoy::link`].
+
+use futures::future::BoxFuture;
+use tokio_util::sync::CancellationToken;
+
+pub type KvEntries = Vec<(Vec<u8>, Vec<u8>)>;
+
+pub trait EngineLink: Send + Sync + 'static {
+    /// Asks the engine to put this generation to sleep (`ActorIntent::Sleep`).
+    fn request_sleep(&self, actor_id: &str, generation: u32);
+    /// Asks the engine to destroy the actor (`ActorIntent::Stop`).
+    fn request_destroy(&self, actor_id: &str, generation: u32);
+    fn kv_get(&self, actor_id: &str, keys: Vec<Vec<u8>>) -> BoxFuture<'static, anyhow::Result<Vec<Option<Vec<u8>>>>>;
+    /// Writes entries; dropped before transmission once `lost` fires, so a
+    /// lost generation never overwrites what its successor wrote.
+    fn kv_put(&self, actor_id: &str, entries: KvEntries, lost: CancellationToken) -> BoxFuture<'static, anyhow::Result<()>>;
+    fn kv_delete(&self, actor_id: &str, keys: Vec<Vec<u8>>) -> BoxFuture<'static, anyhow::Result<()>>;
+    fn kv_delete_range(&self, actor_id: &str, start: Vec<u8>, end: Vec<u8>) -> BoxFuture<'static, anyhow::Result<()>>;
+    fn kv_list_prefix(&self, actor_id: &str, prefix: Vec<u8>, reverse: bool, limit: Option<u64>) -> BoxFuture<'static, anyhow::Result<KvEntries>>;
+    fn kv_list_range(&self, actor_id: &str, start: Vec<u8>, end: Vec<u8>, reverse: bool, limit: Option<u64>) -> BoxFuture<'static, anyhow::Result<KvEntries>>;
+    /// Sets (or clears, with `None`) the engine alarm that wakes the actor.
+    fn set_alarm(&self, actor_id: &str, generation: u32, timestamp_ms: Option<i64>);
+}
+
+/// In-memory link for tests: intents are counted, KV is a sorted map.
+#[derive(Default)]
+pub struct MemoryLink {
+    pub kv: std::sync::Mutex<std::collections::BTreeMap<(String, Vec<u8>), Vec<u8>>>,
+    pub sleeps: std::sync::atomic::AtomicUsize,
+    pub destroys: std::sync::atomic::AtomicUsize,
+}
+
+impl MemoryLink {
+    fn with_kv<R>(&self, f: impl FnOnce(&mut std::collections::BTreeMap<(String, Vec<u8>), Vec<u8>>) -> R) -> R {
+        let mut guard = self.kv.lock().unwrap_or_else(|p| p.into_inner());
+        f(&mut guard)
+    }
+
+    fn list(&self, actor_id: &str, keep: impl Fn(&[u8]) -> bool, reverse: bool, limit: Option<u64>) -> KvEntries {
+        let mut out: KvEntries = self.with_kv(|kv| {
+            kv.iter()
+                .filter(|((a, k), _)| a == actor_id && keep(k))
+                .map(|((_, k), v)| (k.clone(), v.clone()))
+                .collect()
+        });
+        if reverse {
+            out.reverse();
+        }
+        if let Some(limit) = limit {
+            out.truncate(limit as usize);
+        }
+        out
+    }
+}
+
+impl EngineLink for MemoryLink {
+    fn request_sleep(&self, _actor_id: &str, _generation: u32) {
+        self.sleeps.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+    fn request_destroy(&self, _actor_id: &str, _generation: u32) {
+        self.destroys.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+    fn kv_get(&self, actor_id: &str, keys: Vec<Vec<u8>>) -> BoxFuture<'static, anyhow::Result<Vec<Option<Vec<u8>>>>> {
+        let out = self.with_kv(|kv| keys.into_iter().map(|k| kv.get(&(actor_id.to_string(), k)).cloned()).collect());
+        Box::pin(async move { Ok(out) })
+    }
+    fn kv_put(&self, actor_id: &str, entries: KvEntries, lost: CancellationToken) -> BoxFuture<'static, anyhow::Result<()>> {
+        if !lost.is_cancelled() {
+            self.with_kv(|kv| {
+                for (k, v) in entries {
+                    kv.insert((actor_id.to_string(), k), v);
+                }
+            });
+        }
+        Box::pin(async { Ok(()) })
+    }
+    fn kv_delete(&self, actor_id: &str, keys: Vec<Vec<u8>>) -> BoxFuture<'static, anyhow::Result<()>> {
+        self.with_kv(|kv| {
+            for k in keys {
+                kv.remove(&(actor_id.to_string(), k));
+            }
+        });
+        Box::pin(async { Ok(()) })
+    }
+    fn kv_delete_range(&self, actor_id: &str, start: Vec<u8>, end: Vec<u8>) -> BoxFuture<'static, anyhow::Result<()>> {
+        self.with_kv(|kv| kv.retain(|(a, k), _| !(a == actor_id && *k >= start && *k < end)));
+        Box::pin(async { Ok(()) })
+    }
+    fn kv_list_prefix(&self, actor_id: &str, prefix: Vec<u8>, reverse: bool, limit: Option<u64>) -> BoxFuture<'static, anyhow::Result<KvEntries>> {
+        let out = self.list(actor_id, |k| k.starts_with(&prefix), reverse, limit);
+        Box::pin(async move { Ok(out) })
+    }
+    fn kv_list_range(&self, actor_id: &str, start: Vec<u8>, end: Vec<u8>, reverse: bool, limit: Option<u64>) -> BoxFuture<'static, anyhow::Result<KvEntries>> {
+        let out = self.list(actor_id, |k| k >= start.as_slice() && k < end.as_slice(), reverse, limit);
+        Box::pin(async move { Ok(out) })
+    }
+    fn set_alarm(&self, _actor_id: &str, _generation: u32, _timestamp_ms: Option<i64>) {}
+}

@@ -1,0 +1,23 @@
+//! One actor generation: its context, the hooks it calls into, and the task
+//! that drives it from start to stop.
+//!
+//! The core decides *when* things happen (order, timeouts, admission, grace
+//! periods); the host runtime behind [`ActorHooks`] decides *what* each hook
+//! does. The JavaScript surface is one such runtime; tests use doubles.
+
+pub mod config;
+pub mod context;
+pub mod factory;
+pub mod hooks;
+pub mod key;
+pub mod link;
+pub mod storage;
+pub mod task;
+
+pub use config::ActorConfig;
+pub use context::{ActorContext, GenerationHold};
+pub use factory::ActorFactory;
+pub use hooks::{ActorHooks, HttpRequest, HttpResponse, LifecycleHook};
+pub use key::ActorKey;
+pub use link::EngineLink;
+pub use task::{ActorTaskHandle, ShutdownKind};

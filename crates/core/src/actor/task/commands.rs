@@ -1,0 +1,26 @@
+//! Messages into the actor task.
+
+use tokio::sync::oneshot;
+
+use crate::actor::{HttpRequest, HttpResponse};
+
+pub type Reply<T> = oneshot::Sender<anyhow::Result<T>>;
+
+/// Why a generation stops, as the actor sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShutdownKind {
+    Sleep,
+    Destroy,
+}
+
+/// Commands from the dispatcher that drive the lifecycle. They take
+/// priority over client traffic.
+pub enum LifecycleCommand {
+    Start { reply: Reply<()> },
+    Stop { kind: ShutdownKind, reply: Reply<()> },
+}
+
+/// Client traffic routed to this generation.
+pub enum DispatchCommand {
+    Http { request: HttpRequest, reply: Reply<HttpResponse> },
+}

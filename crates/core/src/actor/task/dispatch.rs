@@ -1,0 +1,59 @@
+//! Client traffic inside the task: the second admission check and the
+//! tracked, time-bounded handling of each request.
+
+use tokio_util::sync::CancellationToken;
+
+use super::commands::{DispatchCommand, ShutdownKind};
+use super::{ActorTask, Phase};
+use crate::actor::HttpResponse;
+use crate::error::catalog;
+
+impl ActorTask {
+    /// Admission inside the task (spec generations §4, last paragraph).
+    fn admit(&self) -> anyhow::Result<()> {
+        if self.ctx.is_lost() {
+            return Err(catalog::actor_stopping(None).into_anyhow());
+        }
+        if self.ctx.destroy_requested() {
+            return Err(catalog::actor_destroying().into_anyhow());
+        }
+        match self.phase {
+            Phase::Started | Phase::Grace(ShutdownKind::Sleep) => Ok(()),
+            Phase::Grace(ShutdownKind::Destroy) => Err(catalog::actor_stopping(None).into_anyhow()),
+            Phase::Loading => Err(catalog::actor_not_ready().into_anyhow()),
+        }
+    }
+
+    pub(super) fn handle_dispatch(&mut self, cmd: DispatchCommand) {
+        match cmd {
+            DispatchCommand::Http { request, reply } => {
+                if let Err(err) = self.admit() {
+                    let _ = reply.send(Err(err.context(self.ctx.specifier())));
+                    return;
+                }
+                let cancel = CancellationToken::new();
+                let uri = request.uri.clone();
+                let Some(fut) = self.factory.hooks.on_request(&self.ctx, request, cancel.clone()) else {
+                    let _ = reply.send(Ok(not_found(&uri)));
+                    return;
+                };
+                let timeout = self.factory.config.on_request_timeout;
+                let specifier = self.ctx.specifier();
+                self.inflight.spawn(async move {
+                    // Cancelled when we stop waiting, whatever the reason.
+                    let _cancel_on_exit = cancel.drop_guard();
+                    let result = match tokio::time::timeout(timeout, fut).await {
+                        Ok(result) => result,
+                        Err(_) => Err(catalog::action_timed_out().into_anyhow()),
+                    };
+                    let _ = reply.send(result.map_err(|err| err.context(specifier)));
+                });
+            }
+        }
+    }
+}
+
+fn not_found(uri: &str) -> HttpResponse {
+    let _ = uri;
+    HttpResponse { status: 404, headers: Default::default(), body: Vec::new() }
+}

@@ -1,0 +1,97 @@
+//! The cloneable handle through which the dispatcher talks to a task.
+
+use futures::future::{BoxFuture, FutureExt, Shared};
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+
+use super::commands::{DispatchCommand, LifecycleCommand, Reply, ShutdownKind};
+use crate::actor::{ActorContext, HttpRequest, HttpResponse};
+use crate::error::{catalog, RivetError};
+
+#[derive(Clone)]
+pub struct ActorTaskHandle {
+    ctx: ActorContext,
+    lifecycle_tx: mpsc::Sender<LifecycleCommand>,
+    dispatch_tx: mpsc::Sender<DispatchCommand>,
+    dispatch_capacity: usize,
+    joined: Shared<BoxFuture<'static, Result<(), String>>>,
+}
+
+impl std::fmt::Debug for ActorTaskHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("ActorTaskHandle").field(&self.ctx).finish()
+    }
+}
+
+impl ActorTaskHandle {
+    pub(super) fn new(
+        ctx: ActorContext,
+        lifecycle_tx: mpsc::Sender<LifecycleCommand>,
+        dispatch_tx: mpsc::Sender<DispatchCommand>,
+        dispatch_capacity: usize,
+        join: JoinHandle<()>,
+    ) -> Self {
+        let joined = join
+            .map(|result| match result {
+                Ok(()) => Ok(()),
+                Err(err) if err.is_panic() => Err("the actor task panicked".to_string()),
+                Err(_) => Err("the actor task was cancelled".to_string()),
+            })
+            .boxed()
+            .shared();
+        Self { ctx, lifecycle_tx, dispatch_tx, dispatch_capacity, joined }
+    }
+
+    pub fn context(&self) -> &ActorContext {
+        &self.ctx
+    }
+
+    /// Same task (pointer equality of the underlying channel).
+    pub fn same_task(&self, other: &ActorTaskHandle) -> bool {
+        self.lifecycle_tx.same_channel(&other.lifecycle_tx)
+    }
+
+    /// Runs the start sequence; resolves once hooks ran and traffic is accepted.
+    pub async fn start(&self) -> anyhow::Result<()> {
+        self.lifecycle(|reply| LifecycleCommand::Start { reply }).await
+    }
+
+    /// Stops the generation; resolves when its shutdown (final save included) is done.
+    pub async fn stop(&self, kind: ShutdownKind) -> anyhow::Result<()> {
+        self.lifecycle(|reply| LifecycleCommand::Stop { kind, reply }).await
+    }
+
+    async fn lifecycle(&self, make: impl FnOnce(Reply<()>) -> LifecycleCommand) -> anyhow::Result<()> {
+        let (tx, rx) = oneshot::channel();
+        self.lifecycle_tx
+            .send(make(tx))
+            .await
+            .map_err(|_| catalog::actor_not_ready().into_anyhow())?;
+        rx.await.map_err(|_| catalog::actor_dropped_reply().into_anyhow())?
+    }
+
+    /// Waits for the task to exit.
+    pub async fn join(&self) -> anyhow::Result<()> {
+        self.joined.clone().await.map_err(|reason| {
+            RivetError::new("actor", "panicked", format!("Actor task panicked while running: {reason}"))
+                .into_anyhow()
+        })
+    }
+
+    /// Routes a raw HTTP request to the actor. A full queue answers
+    /// `actor.overloaded` rather than queueing without bound.
+    pub async fn http(&self, request: HttpRequest) -> anyhow::Result<HttpResponse> {
+        let (tx, rx) = oneshot::channel();
+        self.dispatch(DispatchCommand::Http { request, reply: tx }, "handle an http request")?;
+        rx.await.map_err(|_| catalog::actor_stopping(None).into_anyhow())?
+    }
+
+    fn dispatch(&self, cmd: DispatchCommand, operation: &str) -> anyhow::Result<()> {
+        self.dispatch_tx.try_send(cmd).map_err(|err| match err {
+            mpsc::error::TrySendError::Full(_) => {
+                catalog::actor_overloaded("dispatch", operation, self.dispatch_capacity).into_anyhow()
+            }
+            mpsc::error::TrySendError::Closed(_) => catalog::actor_not_ready().into_anyhow(),
+        })
+    }
+}

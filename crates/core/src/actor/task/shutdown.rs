@@ -1,0 +1,98 @@
+//! Stopping a generation: sleep/destroy grace, the final save, and the
+//! bounded teardown of a lost generation (spec actor-task §6, §6.1).
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::commands::{Reply, ShutdownKind};
+use super::{ActorTask, Grace, Phase, LOST_SHUTDOWN_GRACE_PERIOD};
+use crate::actor::{storage, LifecycleHook};
+use crate::error::catalog;
+
+/// The final save may take at least this long, however short the grace.
+const MIN_FINAL_SAVE_TIMEOUT: Duration = Duration::from_secs(15);
+
+impl ActorTask {
+    /// Enters grace: cancels the abort signal and starts `onSleep`/`onDestroy`.
+    /// The run loop keeps serving (sleep) traffic until the hook and the
+    /// in-flight work are done or the grace deadline passes.
+    pub(super) fn begin_grace(&mut self, kind: ShutdownKind, reply: Option<Reply<()>>) {
+        self.phase = Phase::Grace(kind);
+        if kind == ShutdownKind::Destroy {
+            self.ctx.mark_destroy_requested();
+        }
+        self.ctx.abort_token().cancel();
+        let hook = match kind {
+            ShutdownKind::Sleep => LifecycleHook::OnSleep,
+            ShutdownKind::Destroy => LifecycleHook::OnDestroy,
+        };
+        let grace_period = self.factory.config.sleep_grace_period;
+        self.grace = Some(Grace {
+            kind,
+            deadline: Instant::now() + grace_period,
+            hook: self.factory.hooks.lifecycle(hook, &self.ctx),
+            replies: reply.into_iter().collect(),
+        });
+    }
+
+    /// Final save, then answers every stop that waited for this shutdown.
+    pub(super) async fn finish_shutdown(&mut self) {
+        self.ctx.set_started(false);
+        let kind = self.grace.as_ref().map(|g| g.kind);
+        let result = if self.ctx.is_lost() {
+            Ok(())
+        } else {
+            let timeout = MIN_FINAL_SAVE_TIMEOUT.max(self.factory.config.sleep_grace_period);
+            match tokio::time::timeout(timeout, storage::save_record(&self.ctx)).await {
+                Ok(result) => result,
+                Err(_) => Err(catalog::callback_timed_out("finalSave", timeout.as_millis() as u64).into_anyhow()),
+            }
+        };
+        if let Err(err) = &result {
+            tracing::error!(error = %format!("{err:#}"), "final state save failed");
+        }
+        tracing::debug!(?kind, "actor stopped");
+        self.reply_to_stops(result);
+    }
+
+    /// Lost: no user hooks, no writes, everything bounded by 2 s.
+    pub(super) async fn abort_lost(&mut self) {
+        tracing::info!("generation lost; tearing down without hooks");
+        self.ctx.set_started(false);
+        self.ctx.abort_token().cancel();
+        if let Some(grace) = self.grace.as_mut() {
+            grace.hook = None;
+        }
+        let drained = tokio::time::timeout(LOST_SHUTDOWN_GRACE_PERIOD, async {
+            while self.inflight.join_next().await.is_some() {}
+        })
+        .await;
+        if drained.is_err() {
+            tracing::warn!("in-flight work of a lost generation did not finish in time; aborting it");
+            self.inflight.abort_all();
+        }
+        self.reply_to_stops(Ok(()));
+        // Commands that raced the lost signal still get an answer.
+        self.lifecycle_rx.close();
+        while let Ok(cmd) = self.lifecycle_rx.try_recv() {
+            match cmd {
+                super::LifecycleCommand::Start { reply } => {
+                    let _ = reply.send(Err(catalog::actor_stopping(Some("declared lost before it started")).into_anyhow()));
+                }
+                super::LifecycleCommand::Stop { reply, .. } => {
+                    let _ = reply.send(Ok(()));
+                }
+            }
+        }
+    }
+
+    fn reply_to_stops(&mut self, result: anyhow::Result<()>) {
+        let replies = self.grace.take().map(|g| g.replies).unwrap_or_default();
+        let mut result = Some(result);
+        for reply in replies {
+            let r = result.take().unwrap_or(Ok(()));
+            let _ = reply.send(r);
+        }
+    }
+}

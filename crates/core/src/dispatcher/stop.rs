@@ -1,0 +1,131 @@
+//! `stop_actor` and the shutdown of a started generation.
+
+use std::sync::Arc;
+
+use super::{Dispatcher, InstanceKey, InstanceRecord, PendingStop, StopHandle, StopReason};
+use crate::actor::{ActorTaskHandle, ShutdownKind};
+
+enum StopAction {
+    Parked,
+    Completed,
+    Shutdown(ActorTaskHandle),
+}
+
+impl Dispatcher {
+    /// Applies a stop for exactly generation `generation` (invariant I4).
+    /// `stop` is signalled exactly once (I5), possibly later (parked).
+    pub async fn stop_actor(
+        self: &Arc<Self>,
+        actor_id: &str,
+        generation: u32,
+        reason: StopReason,
+        stop: StopHandle,
+    ) -> anyhow::Result<()> {
+        let key = InstanceKey::new(actor_id, generation);
+        let kind = reason.kind();
+        let (action, stop) = {
+            let mut state = self.lock();
+            if state.starting.contains_key(&key) {
+                park_stop(&mut state, &key, reason, stop);
+                (StopAction::Parked, None)
+            } else if let Some(record) = state.instances.get_mut(&key) {
+                let handle = record.handle().clone();
+                match record {
+                    InstanceRecord::Active(_) => *record = InstanceRecord::Stopping { handle: handle.clone(), kind },
+                    InstanceRecord::Stopping { kind: current, .. } => {
+                        tracing::warn!(%key, ?current, requested = ?kind, "stop for a generation that is already stopping");
+                    }
+                }
+                (StopAction::Shutdown(handle), Some(stop))
+            } else if state.current.get(actor_id).is_some_and(|g| *g > generation) {
+                (StopAction::Completed, Some(stop))
+            } else {
+                park_stop(&mut state, &key, reason, stop);
+                (StopAction::Parked, None)
+            }
+        };
+        match (action, stop) {
+            (StopAction::Shutdown(handle), Some(stop)) => {
+                let result = self.shutdown_started_instance(&handle, reason, stop).await;
+                self.remove_stopping_instance_when_finished(&key, &handle);
+                result
+            }
+            (StopAction::Completed, Some(stop)) => {
+                tracing::debug!(%key, "stop for a generation that already finished");
+                stop.complete();
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Stops a started generation and signals `stop` with the outcome.
+    pub(super) async fn shutdown_started_instance(
+        &self,
+        handle: &ActorTaskHandle,
+        reason: StopReason,
+        stop: StopHandle,
+    ) -> anyhow::Result<()> {
+        let ctx = handle.context();
+        let kind = reason.kind();
+        if kind == ShutdownKind::Destroy {
+            ctx.mark_destroy_requested();
+        }
+        if reason == StopReason::Lost {
+            ctx.mark_lost();
+        }
+        let stop_result = match handle.stop(kind).await {
+            // A lost task may already have exited.
+            Err(_) if ctx.is_lost() => Ok(()),
+            other => other,
+        };
+        let join_result = handle.join().await;
+        let result = stop_result.and(join_result);
+        match &result {
+            Ok(()) => stop.complete(),
+            Err(err) => stop.fail(anyhow::Error::new(crate::RivetError::extract(err))),
+        }
+        result
+    }
+
+    /// Removes the record once its generation is finished (I7), and only if
+    /// it is still the same stopping task; the routing pointer goes with it
+    /// only if it still points at this generation.
+    pub(super) fn remove_stopping_instance_when_finished(self: &Arc<Self>, key: &InstanceKey, handle: &ActorTaskHandle) {
+        let ctx = handle.context().clone();
+        if ctx.is_generation_finished() {
+            self.remove_stopping_instance(key, handle);
+            return;
+        }
+        let this = Arc::clone(self);
+        let key = key.clone();
+        let handle = handle.clone();
+        self.spawn_tracked(async move {
+            ctx.wait_for_generation_finished().await;
+            this.remove_stopping_instance(&key, &handle);
+        });
+    }
+
+    fn remove_stopping_instance(&self, key: &InstanceKey, handle: &ActorTaskHandle) {
+        let mut state = self.lock();
+        let same = matches!(state.instances.get(key), Some(InstanceRecord::Stopping { handle: h, .. }) if h.same_task(handle));
+        if !same {
+            return;
+        }
+        state.instances.remove(key);
+        if state.current.get(&key.actor_id) == Some(&key.generation) {
+            state.current.remove(&key.actor_id);
+        }
+    }
+}
+
+/// Parks a stop; a duplicate for the same generation is completed at once
+/// and the first one stays parked.
+fn park_stop(state: &mut super::State, key: &InstanceKey, reason: StopReason, stop: StopHandle) {
+    if state.pending_stops.contains_key(key) {
+        tracing::debug!(%key, "duplicate stop for a parked generation");
+        stop.complete();
+        return;
+    }
+    state.pending_stops.insert(key.clone(), PendingStop { reason, stop });
+}

@@ -1,0 +1,183 @@
+//! Test doubles: recording hooks with gates, a keyed start gate, and stop
+//! handles whose completion can be observed.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use futures::future::BoxFuture;
+use futures::FutureExt;
+use tokio::sync::{mpsc, oneshot, Semaphore};
+use tokio_util::sync::CancellationToken;
+
+use crate::actor::context::ActorIdentity;
+use crate::actor::link::MemoryLink;
+use crate::actor::{ActorConfig, ActorContext, ActorFactory, ActorHooks, ActorKey, HttpRequest, HttpResponse, LifecycleHook};
+use crate::dispatcher::{Dispatcher, InstanceKey, StartGate, StopHandle};
+
+pub const NAME: &str = "counter";
+
+/// A gate that blocks until released; `entered` tells when someone waits.
+#[derive(Clone)]
+pub struct Gate {
+    permits: Arc<Semaphore>,
+    entered_tx: mpsc::UnboundedSender<()>,
+    entered_rx: Arc<tokio::sync::Mutex<mpsc::UnboundedReceiver<()>>>,
+}
+
+impl Gate {
+    pub fn new() -> Self {
+        let (entered_tx, entered_rx) = mpsc::unbounded_channel();
+        Self { permits: Arc::new(Semaphore::new(0)), entered_tx, entered_rx: Arc::new(tokio::sync::Mutex::new(entered_rx)) }
+    }
+    pub async fn pass(&self) {
+        let _ = self.entered_tx.send(());
+        if let Ok(permit) = self.permits.acquire().await {
+            permit.forget();
+        }
+    }
+    pub async fn entered(&self) {
+        self.entered_rx.lock().await.recv().await;
+    }
+    pub fn release(&self) {
+        self.permits.add_permits(1);
+    }
+}
+
+/// Start gates per generation.
+#[derive(Clone, Default)]
+pub struct StartGates(Arc<Mutex<HashMap<InstanceKey, Gate>>>);
+
+impl StartGates {
+    pub fn arm(&self, key: &InstanceKey) -> Gate {
+        let gate = Gate::new();
+        self.0.lock().unwrap().insert(key.clone(), gate.clone());
+        gate
+    }
+    pub fn as_start_gate(&self) -> StartGate {
+        let gates = self.clone();
+        Arc::new(move |key: &InstanceKey| {
+            let gate = gates.0.lock().unwrap().get(key).cloned();
+            async move {
+                if let Some(gate) = gate {
+                    gate.pass().await;
+                }
+            }
+            .boxed()
+        })
+    }
+}
+
+/// Hooks that record their calls; `onWake`/`onSleep` can be gated or fail.
+#[derive(Clone, Default)]
+pub struct TestHooks {
+    pub calls: Arc<Mutex<Vec<String>>>,
+    pub wake_gate: Arc<Mutex<Option<Gate>>>,
+    pub sleep_gate: Arc<Mutex<Option<Gate>>>,
+    pub fail_wake: Arc<Mutex<bool>>,
+}
+
+impl TestHooks {
+    fn record(&self, call: impl Into<String>) {
+        self.calls.lock().unwrap().push(call.into());
+    }
+    pub fn calls(&self) -> Vec<String> {
+        self.calls.lock().unwrap().clone()
+    }
+}
+
+impl ActorHooks for TestHooks {
+    fn create_state(&self, ctx: &ActorContext, _input: Option<Vec<u8>>) -> Option<BoxFuture<'static, anyhow::Result<Vec<u8>>>> {
+        self.record(format!("createState:{}", ctx.generation()));
+        Some(async { Ok(vec![0]) }.boxed())
+    }
+    fn on_create(&self, ctx: &ActorContext, _input: Option<Vec<u8>>) -> Option<BoxFuture<'static, anyhow::Result<()>>> {
+        self.record(format!("onCreate:{}", ctx.generation()));
+        Some(async { Ok(()) }.boxed())
+    }
+    fn lifecycle(&self, hook: LifecycleHook, ctx: &ActorContext) -> Option<BoxFuture<'static, anyhow::Result<()>>> {
+        self.record(format!("{}:{}", hook.name(), ctx.generation()));
+        let gate = match hook {
+            LifecycleHook::OnWake => self.wake_gate.lock().unwrap().clone(),
+            LifecycleHook::OnSleep | LifecycleHook::OnDestroy => self.sleep_gate.lock().unwrap().clone(),
+            _ => None,
+        };
+        let fail = hook == LifecycleHook::OnWake && *self.fail_wake.lock().unwrap();
+        Some(
+            async move {
+                if let Some(gate) = gate {
+                    gate.pass().await;
+                }
+                if fail {
+                    anyhow::bail!("onWake failed on purpose");
+                }
+                Ok(())
+            }
+            .boxed(),
+        )
+    }
+    fn on_request(&self, ctx: &ActorContext, request: HttpRequest, _cancel: CancellationToken) -> Option<BoxFuture<'static, anyhow::Result<HttpResponse>>> {
+        let body = format!("{} g{}", request.uri, ctx.generation()).into_bytes();
+        Some(async move { Ok(HttpResponse { status: 200, headers: Default::default(), body }) }.boxed())
+    }
+}
+
+pub struct Harness {
+    pub dispatcher: Arc<Dispatcher>,
+    pub hooks: TestHooks,
+    pub gates: StartGates,
+    pub link: Arc<MemoryLink>,
+}
+
+impl Harness {
+    pub fn new() -> Self {
+        let hooks = TestHooks::default();
+        let gates = StartGates::default();
+        let factory = ActorFactory::new(ActorConfig::default(), Arc::new(hooks.clone()));
+        let dispatcher = Dispatcher::with_start_gate(HashMap::from([(NAME.to_string(), factory)]), gates.as_start_gate());
+        Self { dispatcher, hooks, gates, link: Arc::new(MemoryLink::default()) }
+    }
+
+    pub fn ctx(&self, generation: u32) -> ActorContext {
+        ActorContext::new(
+            ActorIdentity {
+                actor_id: "actor".into(),
+                generation,
+                name: NAME.into(),
+                key: ActorKey(vec!["k".into()]),
+                region: String::new(),
+                input: None,
+            },
+            CancellationToken::new(),
+            self.link.clone(),
+        )
+    }
+
+    /// Starts generation `g` in the background.
+    pub fn spawn_start(&self, ctx: ActorContext) -> tokio::task::JoinHandle<anyhow::Result<()>> {
+        let dispatcher = self.dispatcher.clone();
+        tokio::spawn(async move { dispatcher.start_actor(NAME, ctx).await })
+    }
+
+    pub async fn start(&self, generation: u32) -> ActorContext {
+        let ctx = self.ctx(generation);
+        self.dispatcher.start_actor(NAME, ctx.clone()).await.expect("start");
+        ctx
+    }
+}
+
+pub fn key(generation: u32) -> InstanceKey {
+    InstanceKey::new("actor", generation)
+}
+
+/// A stop handle and a receiver that observes its single signal.
+pub fn stop_handle() -> (StopHandle, oneshot::Receiver<Result<(), String>>) {
+    let (tx, rx) = oneshot::channel();
+    (StopHandle::new(move |r: anyhow::Result<()>| {
+        let _ = tx.send(r.map_err(|e| format!("{e:#}")));
+    }), rx)
+}
+
+/// True if the stop was signalled (and how), without waiting.
+pub fn signalled(rx: &mut oneshot::Receiver<Result<(), String>>) -> Option<Result<(), String>> {
+    rx.try_recv().ok()
+}

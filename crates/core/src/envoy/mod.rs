@@ -1,0 +1,1 @@
+//! The engine link through `rivet-envoy-client`.

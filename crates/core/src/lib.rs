@@ -1,0 +1,24 @@
+//! The plain-Rust core of rivetkit-native.
+//!
+//! Nothing here depends on napi: the JavaScript surface lives in the addon
+//! crate and plugs into the core through [`actor::ActorHooks`]. That keeps
+//! every rule about generations, lifecycle and shutdown testable with plain
+//! `cargo test`, including deterministic races with test doubles.
+//!
+//! Layout:
+//! - [`registry`]: the registered factories, `ServeConfig` and the serve/shutdown run;
+//! - [`dispatcher`]: per (actor id, generation) bookkeeping and admission;
+//! - [`actor`]: one generation's task, its context and the hooks it calls;
+//! - [`envoy`]: the link to the engine through `rivet-envoy-client`;
+//! - [`engine`]: finding, reusing or spawning a local engine process;
+//! - [`protocol`]: wire formats shared with clients (actor keys, HTTP bodies).
+
+pub mod actor;
+pub mod dispatcher;
+pub mod engine;
+pub mod envoy;
+pub mod error;
+pub mod protocol;
+pub mod registry;
+
+pub use error::{ActorSpecifier, RivetError};

@@ -1,0 +1,4 @@
+//! The registry: registered actor factories, serve configuration, and the
+//! serve/shutdown run.
+
+pub mod config;
