@@ -11,7 +11,8 @@
 //! - [`actor`]: one generation's task, its context and the hooks it calls;
 //! - [`envoy`]: the link to the engine through `rivet-envoy-client`;
 //! - [`engine`]: finding, reusing or spawning a local engine process;
-//! - [`protocol`]: wire formats shared with clients (actor keys, HTTP bodies).
+//! - [`routing`]: gateway traffic (HTTP, WebSocket) to the right generation;
+//! - [`protocol`]: wire formats shared with clients (error bodies, encodings).
 
 pub mod actor;
 pub mod dispatcher;
@@ -20,5 +21,6 @@ pub mod envoy;
 pub mod error;
 pub mod protocol;
 pub mod registry;
+pub mod routing;
 
 pub use error::{ActorSpecifier, RivetError};

@@ -1,1 +1,11 @@
-//! The engine link through `rivet-envoy-client`.
+//! The engine link through `rivet-envoy-client`: the callbacks the envoy
+//! invokes (start, stop, fetch, websocket) and the [`EngineLink`] an actor
+//! uses to reach the engine (intents, KV, alarms).
+//!
+//! [`EngineLink`]: crate::actor::EngineLink
+
+mod callbacks;
+mod link;
+
+pub use callbacks::RegistryCallbacks;
+pub use link::EnvoyLink;

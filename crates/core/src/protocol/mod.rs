@@ -1,1 +1,3 @@
 //! Wire formats shared with clients.
+
+pub mod error_body;

@@ -1,4 +1,56 @@
-//! The registry: registered actor factories, serve configuration, and the
-//! serve/shutdown run.
+//! The registry: the actor factories a host registered, and the serve run
+//! that connects them to the engine until shutdown.
+//!
+//! A registry is a plain name → factory map (last registration wins, like
+//! the reference). `serve` consumes it: one registry runs once.
 
 pub mod config;
+mod serve;
+
+use std::collections::HashMap;
+
+pub use config::{EngineSpawnMode, ServeConfig};
+pub use serve::ServeHandle;
+
+use crate::actor::ActorFactory;
+
+#[derive(Default)]
+pub struct CoreRegistry {
+    factories: HashMap<String, ActorFactory>,
+}
+
+impl CoreRegistry {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Registers (or replaces) the factory for `name`.
+    pub fn register(&mut self, name: impl Into<String>, factory: ActorFactory) {
+        self.factories.insert(name.into(), factory);
+    }
+
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.factories.keys().map(String::as_str)
+    }
+
+    /// Per-actor metadata sent to the engine: `{icon?, name?}` only.
+    pub fn actor_metadata(&self) -> HashMap<String, serde_json::Value> {
+        self.factories
+            .iter()
+            .map(|(name, factory)| {
+                let mut meta = serde_json::Map::new();
+                if let Some(icon) = &factory.config.icon {
+                    meta.insert("icon".into(), icon.clone().into());
+                }
+                if let Some(display) = &factory.config.name {
+                    meta.insert("name".into(), display.clone().into());
+                }
+                (name.clone(), serde_json::Value::Object(meta))
+            })
+            .collect()
+    }
+
+    pub(crate) fn into_factories(self) -> HashMap<String, ActorFactory> {
+        self.factories
+    }
+}

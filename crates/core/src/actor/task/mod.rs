@@ -76,7 +76,13 @@ pub fn spawn_actor_task(ctx: ActorContext, factory: ActorFactory, hold: Generati
         _hold: hold,
     };
     let span = tracing::info_span!("actor", actor_id = %ctx.actor_id(), generation = ctx.generation());
-    let join = tokio::spawn(tracing::Instrument::instrument(task.run(), span));
+    // Whatever way the task ends, the actor's abort signal fires with it.
+    let abort_on_exit = ctx.abort_token().clone().drop_guard();
+    let run = async move {
+        let _abort_on_exit = abort_on_exit;
+        task.run().await;
+    };
+    let join = tokio::spawn(tracing::Instrument::instrument(run, span));
     ActorTaskHandle::new(ctx, lifecycle_tx, dispatch_tx, factory.config.dispatch_queue_capacity, join)
 }
 

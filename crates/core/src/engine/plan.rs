@@ -1,0 +1,279 @@
+//! Deriving the engine's addresses, environment and config file from
+//! `ServeConfig` (spec §6.2): pure functions, so every rule is unit-tested
+//! without starting anything.
+//!
+//! Why a config file: on non-default ports the engine's datacenter
+//! `public_url`/`peer_url` still default to 6420/6421 (its `/datacenters`
+//! answers `http://127.0.0.1:6420/`); our engine notes report actor
+//! create/resolve then hanging 30 s.
+//! We always pass `--config {root}/var/engine/config-{port}.json` with the
+//! real URLs; the engine merges it with the `RIVET__*` variables.
+
+use std::net::IpAddr;
+
+use anyhow::Result;
+use serde_json::json;
+use url::{Host, Url};
+
+use super::paths::EngineDirs;
+use super::{invalid_endpoint, Env};
+use crate::registry::config::ServeConfig;
+
+/// Addresses the engine will use, derived from the endpoint (spec §6.2).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EnginePlan {
+    /// An IP literal: the engine rejects host names here.
+    pub bind_host: String,
+    pub guard_port: u16,
+    pub api_peer_port: u16,
+    pub metrics_port: u16,
+    /// Guard URL as clients reach it (topology `public_url`).
+    pub public_url: String,
+    /// API-peer URL (topology `peer_url`).
+    pub peer_url: String,
+}
+
+pub fn plan(config: &ServeConfig) -> Result<EnginePlan> {
+    let endpoint = config.endpoint.as_str();
+    let url = Url::parse(endpoint).map_err(|e| invalid_endpoint(endpoint, &e.to_string()))?;
+    let host = url
+        .host()
+        .ok_or_else(|| invalid_endpoint(endpoint, "missing host"))?;
+    let port = url
+        .port_or_known_default()
+        .ok_or_else(|| invalid_endpoint(endpoint, "missing port"))?;
+    let guard_port = config.engine_port.unwrap_or(port);
+    let too_large = || {
+        invalid_endpoint(
+            endpoint,
+            "port is too large (the engine also uses port+1 and port+10)",
+        )
+    };
+    let api_peer_port = guard_port.checked_add(1).ok_or_else(too_large)?;
+    let metrics_port = guard_port.checked_add(10).ok_or_else(too_large)?;
+
+    let bind_ip = match (config.engine_host.as_deref(), host.clone()) {
+        (Some(name), _) | (None, Host::Domain(name)) => ip_of_name(endpoint, name)?,
+        (None, Host::Ipv4(ip)) => IpAddr::V4(ip),
+        (None, Host::Ipv6(ip)) => IpAddr::V6(ip),
+    };
+    let public_host = match host {
+        Host::Ipv4(ip) if ip.is_unspecified() => "127.0.0.1".to_owned(),
+        Host::Ipv6(ip) if ip.is_unspecified() => "[::1]".to_owned(),
+        other => other.to_string(),
+    };
+    Ok(EnginePlan {
+        bind_host: bind_ip.to_string(),
+        guard_port,
+        api_peer_port,
+        metrics_port,
+        public_url: format!("http://{public_host}:{guard_port}"),
+        peer_url: format!("http://{}:{api_peer_port}", url_host(reachable(bind_ip))),
+    })
+}
+
+/// The engine parses its bind hosts as IPs, so `localhost` must be mapped
+/// (verified: `RIVET__GUARD__HOST=localhost` exits with "invalid IP address
+/// syntax"); other names are refused up front with a clear message.
+fn ip_of_name(endpoint: &str, name: &str) -> Result<IpAddr> {
+    let lower = name.to_ascii_lowercase();
+    if lower == "localhost" || lower.ends_with(".localhost") {
+        return Ok(IpAddr::from([127, 0, 0, 1]));
+    }
+    let bare = name.trim_start_matches('[').trim_end_matches(']');
+    bare.parse().map_err(|_| {
+        invalid_endpoint(
+            endpoint,
+            &format!(
+                "a managed engine binds an IP address, not `{name}`; \
+                 use an IP in the endpoint or set RIVET_RUN_ENGINE_HOST"
+            ),
+        )
+    })
+}
+
+/// A wildcard bind is reached through loopback.
+fn reachable(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(v4) if v4.is_unspecified() => IpAddr::from([127, 0, 0, 1]),
+        IpAddr::V6(v6) if v6.is_unspecified() => IpAddr::V6(std::net::Ipv6Addr::LOCALHOST),
+        other => other,
+    }
+}
+
+fn url_host(ip: IpAddr) -> String {
+    match ip {
+        IpAddr::V4(v4) => v4.to_string(),
+        IpAddr::V6(v6) => format!("[{v6}]"),
+    }
+}
+
+/// The engine's environment (spec §6.2). Added on top of the inherited
+/// environment, so a user's own `RIVET__*` settings not listed here still apply.
+pub fn engine_env(plan: &EnginePlan, dirs: &EngineDirs, env: Env<'_>) -> Vec<(String, String)> {
+    let host = plan.bind_host.clone();
+    let pairs: [(&str, String); 21] = [
+        (
+            "RIVET__AUTH__ADMIN_TOKEN",
+            env("RIVET__AUTH__ADMIN_TOKEN").unwrap_or_else(|| "default".to_owned()),
+        ),
+        ("RIVET__GUARD__HOST", host.clone()),
+        ("RIVET__GUARD__PORT", plan.guard_port.to_string()),
+        ("RIVET__API_PEER__HOST", host.clone()),
+        ("RIVET__API_PEER__PORT", plan.api_peer_port.to_string()),
+        ("RIVET__METRICS__HOST", host),
+        ("RIVET__METRICS__PORT", plan.metrics_port.to_string()),
+        (
+            "RIVET__FILE_SYSTEM__PATH",
+            dirs.db.to_string_lossy().into_owned(),
+        ),
+        // Development tuning: fast retries and short lost/shutdown thresholds.
+        ("RIVET__PEGBOARD__RETRY_RESET_DURATION", "100".into()),
+        ("RIVET__PEGBOARD__BASE_RETRY_TIMEOUT", "100".into()),
+        (
+            "RIVET__PEGBOARD__RESCHEDULE_BACKOFF_MAX_EXPONENT",
+            "1".into(),
+        ),
+        ("RIVET__PEGBOARD__RUNNER_ELIGIBLE_THRESHOLD", "5000".into()),
+        ("RIVET__PEGBOARD__RUNNER_LOST_THRESHOLD", "7000".into()),
+        ("RIVET__PEGBOARD__ENVOY_ELIGIBLE_THRESHOLD", "5000".into()),
+        ("RIVET__PEGBOARD__ENVOY_LOST_THRESHOLD", "7000".into()),
+        ("RIVET__PEGBOARD__MIN_METADATA_POLL_INTERVAL", "1000".into()),
+        ("RIVET__FEATURES__GUARD_GATEWAY_V3__MODE", "on".into()),
+        (
+            "RIVET__FEATURES__GUARD_GATEWAY_V3__PERCENTAGE",
+            "100".into(),
+        ),
+        ("RIVET__RUNTIME__WORKER_SHUTDOWN_DURATION", "1".into()),
+        ("RIVET__RUNTIME__GUARD_SHUTDOWN_DURATION", "1".into()),
+        ("RIVET__RUNTIME__FORCE_SHUTDOWN_DURATION", "2".into()),
+    ];
+    pairs.into_iter().map(|(k, v)| (k.to_owned(), v)).collect()
+}
+
+/// Topology override; the schema was checked with `rivet-engine config show`.
+pub fn config_file(plan: &EnginePlan) -> serde_json::Value {
+    json!({
+        "topology": {
+            "datacenter_label": 1,
+            "datacenters": {
+                "default": {
+                    "datacenter_label": 1,
+                    "is_leader": true,
+                    "public_url": plan.public_url,
+                    "peer_url": plan.peer_url,
+                }
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::path::PathBuf;
+
+    use super::*;
+    use crate::error::RivetError;
+
+    fn cfg(endpoint: &str) -> ServeConfig {
+        ServeConfig {
+            endpoint: endpoint.to_owned(),
+            ..Default::default()
+        }
+    }
+
+    fn code(err: &anyhow::Error) -> String {
+        RivetError::extract(err).qualified_code()
+    }
+
+    #[test]
+    fn plan_derives_ports_and_urls() {
+        let p = plan(&cfg("http://127.0.0.1:26420")).unwrap();
+        assert_eq!(
+            (
+                p.bind_host.as_str(),
+                p.guard_port,
+                p.api_peer_port,
+                p.metrics_port
+            ),
+            ("127.0.0.1", 26420, 26421, 26430)
+        );
+        assert_eq!(
+            (p.public_url.as_str(), p.peer_url.as_str()),
+            ("http://127.0.0.1:26420", "http://127.0.0.1:26421")
+        );
+
+        let p = plan(&cfg("http://localhost:7000/")).unwrap();
+        assert_eq!(
+            (p.bind_host.as_str(), p.public_url.as_str()),
+            ("127.0.0.1", "http://localhost:7000")
+        );
+
+        let p = plan(&cfg("http://[::1]:7000")).unwrap();
+        assert_eq!(
+            (p.bind_host.as_str(), p.peer_url.as_str()),
+            ("::1", "http://[::1]:7001")
+        );
+
+        let p = plan(&cfg("http://0.0.0.0:7000")).unwrap();
+        assert_eq!(
+            (
+                p.bind_host.as_str(),
+                p.public_url.as_str(),
+                p.peer_url.as_str()
+            ),
+            ("0.0.0.0", "http://127.0.0.1:7000", "http://127.0.0.1:7001")
+        );
+
+        let overridden = ServeConfig {
+            engine_host: Some("0.0.0.0".into()),
+            engine_port: Some(9000),
+            ..cfg("http://127.0.0.1:6420")
+        };
+        let p = plan(&overridden).unwrap();
+        assert_eq!(
+            (p.bind_host.as_str(), p.guard_port, p.public_url.as_str()),
+            ("0.0.0.0", 9000, "http://127.0.0.1:9000")
+        );
+    }
+
+    #[test]
+    fn plan_rejects_port_overflow_and_host_names() {
+        for endpoint in ["http://127.0.0.1:65530", "http://127.0.0.1:65535"] {
+            let err = plan(&cfg(endpoint)).unwrap_err();
+            assert_eq!(code(&err), "engine.invalid_endpoint", "{endpoint}");
+        }
+        let err = plan(&cfg("http://example.com:6420")).unwrap_err();
+        assert_eq!(code(&err), "engine.invalid_endpoint");
+        assert!(err.to_string().contains("RIVET_RUN_ENGINE_HOST"));
+    }
+
+    #[test]
+    fn env_matches_the_spec() {
+        let dirs = EngineDirs::new(PathBuf::from("/r/.rivetkit"));
+        let env: HashMap<_, _> = engine_env(
+            &plan(&cfg("http://127.0.0.1:6420")).unwrap(),
+            &dirs,
+            &|_| None,
+        )
+        .into_iter()
+        .collect();
+        assert_eq!(env["RIVET__AUTH__ADMIN_TOKEN"], "default");
+        assert_eq!(env["RIVET__GUARD__PORT"], "6420");
+        assert_eq!(env["RIVET__API_PEER__PORT"], "6421");
+        assert_eq!(env["RIVET__METRICS__PORT"], "6430");
+        assert_eq!(env["RIVET__METRICS__HOST"], "127.0.0.1");
+        assert_eq!(
+            env["RIVET__FILE_SYSTEM__PATH"],
+            "/r/.rivetkit/var/engine/db"
+        );
+        assert_eq!(env["RIVET__PEGBOARD__ENVOY_LOST_THRESHOLD"], "7000");
+        assert_eq!(env["RIVET__FEATURES__GUARD_GATEWAY_V3__MODE"], "on");
+        assert_eq!(env["RIVET__RUNTIME__FORCE_SHUTDOWN_DURATION"], "2");
+
+        let token = |k: &str| (k == "RIVET__AUTH__ADMIN_TOKEN").then(|| "sekrit".to_owned());
+        let env = engine_env(&plan(&cfg("http://127.0.0.1:6420")).unwrap(), &dirs, &token);
+        assert!(env.contains(&("RIVET__AUTH__ADMIN_TOKEN".into(), "sekrit".into())));
+    }
+}

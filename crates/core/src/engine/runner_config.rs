@@ -1,0 +1,431 @@
+//! Making sure the local engine has a runner config for our pool.
+//!
+//! Why: without a runner config for the pool, the engine closes the envoy
+//! socket (`ws.no_runner_config`) and the envoy client reconnects forever.
+//! A local engine starts empty, so before connecting we upsert
+//! `{"datacenters": {"<dc>": {"normal": {}, "drain_on_version_upgrade": true}}}`
+//! for every datacenter it reports (spec §6.4). Remote engines are
+//! configured by their operators and are left alone.
+//!
+//! A freshly started engine may answer before its default namespace exists,
+//! so "not ready" answers (transport errors, 404, 429, 5xx, or a body whose
+//! `code` is `not_found`) are retried on a fixed interval.
+
+use std::time::Duration;
+
+use anyhow::Result;
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+use url::Url;
+
+use super::http;
+use crate::error::RivetError;
+use crate::registry::config::{is_local_endpoint, ServeConfig};
+
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+const MAX_BODY_IN_ERROR: usize = 1024;
+
+/// How often and how long to retry "not ready yet" answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    pub attempts: u32,
+    pub interval: Duration,
+}
+
+impl Default for RetryPolicy {
+    /// 60 attempts, 500 ms apart: about 30 s, as in the reference.
+    fn default() -> Self {
+        Self {
+            attempts: 60,
+            interval: Duration::from_millis(500),
+        }
+    }
+}
+
+/// Upserts the normal runner config of `config.pool_name` on a local engine;
+/// does nothing for a remote endpoint.
+pub async fn ensure_runner_config(config: &ServeConfig) -> Result<()> {
+    ensure_runner_config_with(config, RetryPolicy::default()).await
+}
+
+pub async fn ensure_runner_config_with(config: &ServeConfig, policy: RetryPolicy) -> Result<()> {
+    if !is_local_endpoint(&config.endpoint) {
+        tracing::debug!(endpoint = %config.endpoint, "remote engine: runner config left to its operator");
+        return Ok(());
+    }
+    let api = EngineApi::new(config)?;
+    let attempts = policy.attempts.max(1);
+    let mut attempt = 1;
+    loop {
+        let failure = match upsert_once(&api, config).await {
+            Ok(()) => {
+                tracing::debug!(pool = %config.pool_name, attempt, "runner config is in place");
+                return Ok(());
+            }
+            Err(Failure::Fatal(error)) => return Err(error),
+            Err(retryable) => retryable,
+        };
+        if attempt >= attempts {
+            return Err(exhausted(config, attempts, failure));
+        }
+        tracing::debug!(attempt, reason = %failure.reason(), "engine not ready for the runner config; retrying");
+        tokio::time::sleep(policy.interval).await;
+        attempt += 1;
+    }
+}
+
+async fn upsert_once(api: &EngineApi<'_>, config: &ServeConfig) -> Result<(), Failure> {
+    let response = http::get(&api.url(&["datacenters"])?, api.token, REQUEST_TIMEOUT)
+        .await
+        .map_err(Failure::Transport)?;
+    check(&response, "GET /datacenters", config)?;
+    let datacenters: DatacentersResponse = response.json().map_err(|e| {
+        Failure::Fatal(failed(
+            config,
+            "GET /datacenters",
+            response.status,
+            &response.text(),
+            &format!("{e:#}"),
+        ))
+    })?;
+    if datacenters.datacenters.is_empty() {
+        return Err(Failure::NotReady(
+            "the engine reported no datacenters yet".to_owned(),
+        ));
+    }
+
+    let mut per_dc = Map::new();
+    for dc in datacenters.datacenters {
+        per_dc.insert(
+            dc.name,
+            json!({ "normal": {}, "drain_on_version_upgrade": true }),
+        );
+    }
+    let body = json!({ "datacenters": per_dc });
+    let url = api.url(&["runner-configs", &config.pool_name])?;
+    let response = http::put_json(&url, api.token, &body, REQUEST_TIMEOUT)
+        .await
+        .map_err(Failure::Transport)?;
+    check(&response, "PUT /runner-configs", config)
+}
+
+/// Sorts a non-2xx answer into retryable or fatal.
+fn check(response: &http::Response, what: &str, config: &ServeConfig) -> Result<(), Failure> {
+    if response.is_success() {
+        return Ok(());
+    }
+    let body = response.text();
+    let code_not_found = serde_json::from_str::<Value>(&body)
+        .ok()
+        .and_then(|v| {
+            v.get("code")
+                .and_then(Value::as_str)
+                .map(|c| c == "not_found")
+        })
+        .unwrap_or(false);
+    let status = response.status;
+    if status == 404 || status == 429 || status >= 500 || code_not_found {
+        return Err(Failure::NotReady(format!(
+            "{what} answered HTTP {status}: {}",
+            clip(&body)
+        )));
+    }
+    Err(Failure::Fatal(failed(
+        config,
+        what,
+        status,
+        &body,
+        "the engine refused the request",
+    )))
+}
+
+#[derive(Debug)]
+enum Failure {
+    Transport(anyhow::Error),
+    NotReady(String),
+    Fatal(anyhow::Error),
+}
+
+impl Failure {
+    fn reason(&self) -> String {
+        match self {
+            Failure::Transport(e) | Failure::Fatal(e) => format!("{e:#}"),
+            Failure::NotReady(reason) => reason.clone(),
+        }
+    }
+}
+
+struct EngineApi<'a> {
+    origin: Url,
+    namespace: &'a str,
+    token: Option<&'a str>,
+}
+
+impl<'a> EngineApi<'a> {
+    fn new(config: &'a ServeConfig) -> Result<Self> {
+        let origin = Url::parse(&config.endpoint)
+            .map_err(|e| super::invalid_endpoint(&config.endpoint, &e.to_string()))?;
+        if origin.scheme() != "http" {
+            return Err(RivetError::new(
+                "engine",
+                "runner_config_failed",
+                format!(
+                    "Cannot configure the local engine at {} over {}: the built-in client speaks \
+                     plain http:// only. Use an http:// endpoint for a local engine.",
+                    config.endpoint,
+                    origin.scheme()
+                ),
+            )
+            .with_metadata(json!({ "endpoint": config.endpoint }))
+            .into_anyhow());
+        }
+        Ok(Self {
+            origin,
+            namespace: &config.namespace,
+            token: config.token.as_deref(),
+        })
+    }
+
+    /// `{origin}/{segments..}?namespace=..`: any base path of the endpoint is dropped.
+    fn url(&self, segments: &[&str]) -> Result<Url, Failure> {
+        let mut url = self.origin.clone();
+        url.set_path("");
+        url.set_query(None);
+        url.set_fragment(None);
+        url.path_segments_mut()
+            .map_err(|_| Failure::Fatal(anyhow::anyhow!("engine endpoint cannot be a base URL")))?
+            .clear()
+            .extend(segments);
+        url.query_pairs_mut()
+            .append_pair("namespace", self.namespace);
+        Ok(url)
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct DatacentersResponse {
+    datacenters: Vec<Datacenter>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Datacenter {
+    name: String,
+}
+
+fn failed(
+    config: &ServeConfig,
+    what: &str,
+    status: u16,
+    body: &str,
+    reason: &str,
+) -> anyhow::Error {
+    RivetError::new(
+        "engine",
+        "runner_config_failed",
+        format!(
+            "Could not set up runner config `{}` in namespace `{}`: {what} answered HTTP {status} ({reason}): {}",
+            config.pool_name,
+            config.namespace,
+            clip(body)
+        ),
+    )
+    .with_metadata(json!({
+        "pool_name": config.pool_name,
+        "namespace": config.namespace,
+        "request": what,
+        "status": status,
+        "body": clip(body),
+    }))
+    .into_anyhow()
+}
+
+/// After the last attempt: `engine.unreachable` if we never got an answer,
+/// else `engine.runner_config_failed`.
+fn exhausted(config: &ServeConfig, attempts: u32, last: Failure) -> anyhow::Error {
+    let code = if matches!(last, Failure::Transport(_)) {
+        "unreachable"
+    } else {
+        "runner_config_failed"
+    };
+    let reason = last.reason();
+    RivetError::new(
+        "engine",
+        code,
+        format!(
+            "local runner config `{}` did not become ready after {attempts} attempts \
+             (engine {}, namespace `{}`); last error: {reason}",
+            config.pool_name, config.endpoint, config.namespace
+        ),
+    )
+    .with_metadata(json!({
+        "pool_name": config.pool_name,
+        "namespace": config.namespace,
+        "endpoint": config.endpoint,
+        "attempts": attempts,
+        "reason": reason,
+    }))
+    .into_anyhow()
+}
+
+fn clip(body: &str) -> String {
+    match body.char_indices().nth(MAX_BODY_IN_ERROR) {
+        Some((cut, _)) => format!("{}...", &body[..cut]),
+        None => body.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::test_server::{json_response, FakeServer, Recorded};
+
+    const DCS: &str = r#"{"datacenters":[{"name":"default","url":"http://127.0.0.1:6420/"}]}"#;
+    const FAST: RetryPolicy = RetryPolicy {
+        attempts: 5,
+        interval: Duration::from_millis(1),
+    };
+
+    fn config(endpoint: &str) -> ServeConfig {
+        ServeConfig {
+            endpoint: endpoint.to_owned(),
+            token: Some("dev".into()),
+            pool_name: "my pool".into(),
+            ..Default::default()
+        }
+    }
+
+    /// Datacenters always succeed; the n-th PUT gets `put(n)`.
+    async fn engine(put: impl Fn(usize) -> String + Send + Sync + 'static) -> FakeServer {
+        let puts = std::sync::atomic::AtomicUsize::new(0);
+        FakeServer::start(
+            move |req: &Recorded, _| match (req.method.as_str(), req.path()) {
+                ("GET", "/datacenters") => json_response(200, DCS),
+                ("PUT", _) => put(puts.fetch_add(1, std::sync::atomic::Ordering::SeqCst)),
+                _ => json_response(404, "{}"),
+            },
+        )
+        .await
+    }
+
+    fn code(err: &anyhow::Error) -> String {
+        RivetError::extract(err).qualified_code()
+    }
+
+    #[tokio::test]
+    async fn sends_the_expected_requests() {
+        let server = engine(|_| json_response(200, r#"{"endpoint_config_changed":true}"#)).await;
+        // A base path in the endpoint is dropped.
+        ensure_runner_config_with(&config(&format!("{}/base/", server.url)), FAST)
+            .await
+            .unwrap();
+        let reqs = server.requests();
+        assert_eq!(reqs.len(), 2);
+        assert_eq!(reqs[0].target, "/datacenters?namespace=default");
+        assert_eq!(
+            reqs[0].header("authorization").as_deref(),
+            Some("Bearer dev")
+        );
+        assert_eq!(
+            reqs[1].target,
+            "/runner-configs/my%20pool?namespace=default"
+        );
+        let body: Value = serde_json::from_slice(&reqs[1].body).unwrap();
+        assert_eq!(
+            body,
+            json!({"datacenters": {"default": {"normal": {}, "drain_on_version_upgrade": true}}})
+        );
+    }
+
+    #[tokio::test]
+    async fn retries_404_then_succeeds() {
+        let server = FakeServer::start(|req, n| match (n, req.path()) {
+            (0, _) => json_response(404, "nope"),
+            (_, "/datacenters") => json_response(200, DCS),
+            _ => json_response(200, "{}"),
+        })
+        .await;
+        ensure_runner_config_with(&config(&server.url), FAST)
+            .await
+            .unwrap();
+        assert_eq!(server.requests().len(), 3);
+    }
+
+    #[tokio::test]
+    async fn retries_namespace_not_found() {
+        let server = engine(|n| {
+            if n == 0 {
+                json_response(400, r#"{"group":"namespace","code":"not_found"}"#)
+            } else {
+                json_response(200, "{}")
+            }
+        })
+        .await;
+        ensure_runner_config_with(
+            &config(&server.url),
+            RetryPolicy {
+                attempts: 2,
+                interval: Duration::ZERO,
+            },
+        )
+        .await
+        .unwrap();
+        assert_eq!(server.requests().len(), 4);
+    }
+
+    #[tokio::test]
+    async fn other_client_errors_are_fatal() {
+        let server =
+            engine(|_| json_response(400, r#"{"group":"api","code":"bad_request"}"#)).await;
+        let err = ensure_runner_config_with(&config(&server.url), FAST)
+            .await
+            .unwrap_err();
+        assert_eq!(code(&err), "engine.runner_config_failed");
+        let meta = RivetError::extract(&err).metadata.unwrap();
+        assert_eq!(meta["status"], 400);
+        assert!(meta["body"].as_str().unwrap().contains("bad_request"));
+        assert_eq!(server.requests().len(), 2, "no retry");
+    }
+
+    #[tokio::test]
+    async fn stops_after_the_configured_bound() {
+        let server = engine(|_| json_response(503, "busy")).await;
+        let policy = RetryPolicy {
+            attempts: 3,
+            interval: Duration::from_millis(1),
+        };
+        let err = ensure_runner_config_with(&config(&server.url), policy)
+            .await
+            .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("did not become ready after 3 attempts"),
+            "{err}"
+        );
+        assert_eq!(code(&err), "engine.runner_config_failed");
+        assert_eq!(server.requests().len(), 6);
+    }
+
+    #[tokio::test]
+    async fn unreachable_engine_and_remote_endpoints() {
+        let free = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        let policy = RetryPolicy {
+            attempts: 2,
+            interval: Duration::from_millis(1),
+        };
+        let err = ensure_runner_config_with(&config(&format!("http://{free}")), policy)
+            .await
+            .unwrap_err();
+        assert_eq!(code(&err), "engine.unreachable");
+        assert!(err
+            .to_string()
+            .contains("did not become ready after 2 attempts"));
+
+        // Remote: nothing is sent at all (this host does not exist).
+        ensure_runner_config_with(&config("http://192.0.2.10:6420"), policy)
+            .await
+            .unwrap();
+    }
+}

@@ -1,0 +1,153 @@
+//! `EnvoyCallbacks` for the registry: turns envoy events into dispatcher
+//! operations and gateway traffic into routed requests.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use futures::future::FutureExt;
+use rivet_envoy_client::config::{BoxFuture, EnvoyCallbacks, HttpRequest, HttpResponse, WebSocketHandler, WebSocketSender};
+use rivet_envoy_client::handle::EnvoyHandle;
+use rivet_envoy_client::protocol;
+use rivet_envoy_client::config::ActorStopHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::EnvoyLink;
+use crate::actor::context::ActorIdentity;
+use crate::actor::{ActorContext, ActorKey};
+use crate::dispatcher::{Dispatcher, StopHandle, StopReason};
+use crate::error::catalog;
+use crate::routing;
+
+pub struct RegistryCallbacks {
+    dispatcher: Arc<Dispatcher>,
+    region: String,
+}
+
+impl RegistryCallbacks {
+    pub fn new(dispatcher: Arc<Dispatcher>) -> Self {
+        Self { dispatcher, region: std::env::var("RIVET_REGION").unwrap_or_default() }
+    }
+}
+
+fn stop_reason(reason: protocol::StopActorReason) -> StopReason {
+    match reason {
+        protocol::StopActorReason::SleepIntent => StopReason::SleepIntent,
+        protocol::StopActorReason::StopIntent => StopReason::StopIntent,
+        protocol::StopActorReason::Destroy => StopReason::Destroy,
+        protocol::StopActorReason::GoingAway => StopReason::GoingAway,
+        protocol::StopActorReason::Lost => StopReason::Lost,
+    }
+}
+
+impl EnvoyCallbacks for RegistryCallbacks {
+    fn on_actor_start(
+        &self,
+        handle: EnvoyHandle,
+        actor_id: String,
+        generation: u32,
+        config: protocol::ActorConfig,
+        preloaded_kv: Option<protocol::PreloadedKv>,
+    ) -> BoxFuture<anyhow::Result<()>> {
+        self.on_actor_start_with_lost_signal(handle, actor_id, generation, config, preloaded_kv, CancellationToken::new())
+    }
+
+    fn on_actor_start_with_lost_signal(
+        &self,
+        handle: EnvoyHandle,
+        actor_id: String,
+        generation: u32,
+        config: protocol::ActorConfig,
+        _preloaded_kv: Option<protocol::PreloadedKv>,
+        lost: CancellationToken,
+    ) -> BoxFuture<anyhow::Result<()>> {
+        let dispatcher = self.dispatcher.clone();
+        let identity = ActorIdentity {
+            actor_id,
+            generation,
+            name: config.name.clone(),
+            key: ActorKey::parse(config.key.as_deref().unwrap_or("")),
+            region: self.region.clone(),
+            input: config.input,
+        };
+        let ctx = ActorContext::new(identity, lost, Arc::new(EnvoyLink(handle)));
+        async move {
+            tracing::debug!(actor_id = %ctx.actor_id(), generation = ctx.generation(), name = %config.name, "actor start");
+            let result = dispatcher.start_actor(&config.name, ctx.clone()).await;
+            if let Err(err) = &result {
+                tracing::warn!(actor_id = %ctx.actor_id(), generation = ctx.generation(), error = %format!("{err:#}"), "actor start failed");
+            }
+            result
+        }
+        .boxed()
+    }
+
+    fn on_actor_stop_with_completion(
+        &self,
+        _handle: EnvoyHandle,
+        actor_id: String,
+        generation: u32,
+        reason: protocol::StopActorReason,
+        stop_handle: ActorStopHandle,
+    ) -> BoxFuture<anyhow::Result<()>> {
+        // The outcome travels only through the stop handle; the callback
+        // itself returns at once so the envoy loop is never blocked.
+        let dispatcher = self.dispatcher.clone();
+        let reason = stop_reason(reason);
+        let stop = StopHandle::new(move |result| {
+            stop_handle.finish(result);
+        });
+        self.dispatcher.tracker().spawn(async move {
+            tracing::debug!(%actor_id, generation, ?reason, "actor stop");
+            if let Err(err) = dispatcher.stop_actor(&actor_id, generation, reason, stop).await {
+                tracing::warn!(%actor_id, generation, error = %format!("{err:#}"), "actor stop failed");
+            }
+        });
+        async { Ok(()) }.boxed()
+    }
+
+    fn on_shutdown(&self) {
+        tracing::debug!("envoy shut down");
+    }
+
+    fn fetch(
+        &self,
+        _handle: EnvoyHandle,
+        actor_id: String,
+        _gateway_id: protocol::GatewayId,
+        _request_id: protocol::RequestId,
+        request: HttpRequest,
+    ) -> BoxFuture<anyhow::Result<HttpResponse>> {
+        let dispatcher = self.dispatcher.clone();
+        async move { routing::http::handle_fetch(&dispatcher, &actor_id, request).await }.boxed()
+    }
+
+    fn websocket(
+        &self,
+        _handle: EnvoyHandle,
+        _actor_id: String,
+        _gateway_id: protocol::GatewayId,
+        _request_id: protocol::RequestId,
+        _request: HttpRequest,
+        path: String,
+        _headers: HashMap<String, String>,
+        _is_hibernatable: bool,
+        _is_restoring_hibernatable: bool,
+        _sender: WebSocketSender,
+    ) -> BoxFuture<anyhow::Result<WebSocketHandler>> {
+        async move {
+            tracing::debug!(%path, "websocket refused: not supported yet");
+            Err(catalog::unsupported("WebSockets").into_anyhow())
+        }
+        .boxed()
+    }
+
+    fn can_hibernate(
+        &self,
+        _actor_id: &str,
+        _gateway_id: &protocol::GatewayId,
+        _request_id: &protocol::RequestId,
+        _request: &HttpRequest,
+    ) -> BoxFuture<anyhow::Result<bool>> {
+        async { Ok(false) }.boxed()
+    }
+}

@@ -1,0 +1,45 @@
+//! [`EngineLink`] over an envoy handle.
+
+use futures::future::{BoxFuture, FutureExt};
+use rivet_envoy_client::handle::EnvoyHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::actor::link::{EngineLink, KvEntries};
+
+pub struct EnvoyLink(pub EnvoyHandle);
+
+impl EngineLink for EnvoyLink {
+    fn request_sleep(&self, actor_id: &str, generation: u32) {
+        self.0.sleep_actor(actor_id.to_string(), Some(generation), None);
+    }
+    fn request_destroy(&self, actor_id: &str, generation: u32) {
+        self.0.stop_actor(actor_id.to_string(), Some(generation));
+    }
+    fn kv_get(&self, actor_id: &str, keys: Vec<Vec<u8>>) -> BoxFuture<'static, anyhow::Result<Vec<Option<Vec<u8>>>>> {
+        let (h, id) = (self.0.clone(), actor_id.to_string());
+        async move { h.kv_get(id, keys).await }.boxed()
+    }
+    fn kv_put(&self, actor_id: &str, entries: KvEntries, lost: CancellationToken) -> BoxFuture<'static, anyhow::Result<()>> {
+        let (h, id) = (self.0.clone(), actor_id.to_string());
+        async move { h.kv_put_fenced(id, entries, lost).await }.boxed()
+    }
+    fn kv_delete(&self, actor_id: &str, keys: Vec<Vec<u8>>) -> BoxFuture<'static, anyhow::Result<()>> {
+        let (h, id) = (self.0.clone(), actor_id.to_string());
+        async move { h.kv_delete(id, keys).await }.boxed()
+    }
+    fn kv_delete_range(&self, actor_id: &str, start: Vec<u8>, end: Vec<u8>) -> BoxFuture<'static, anyhow::Result<()>> {
+        let (h, id) = (self.0.clone(), actor_id.to_string());
+        async move { h.kv_delete_range(id, start, end).await }.boxed()
+    }
+    fn kv_list_prefix(&self, actor_id: &str, prefix: Vec<u8>, reverse: bool, limit: Option<u64>) -> BoxFuture<'static, anyhow::Result<KvEntries>> {
+        let (h, id) = (self.0.clone(), actor_id.to_string());
+        async move { h.kv_list_prefix(id, prefix, Some(reverse), limit).await }.boxed()
+    }
+    fn kv_list_range(&self, actor_id: &str, start: Vec<u8>, end: Vec<u8>, reverse: bool, limit: Option<u64>) -> BoxFuture<'static, anyhow::Result<KvEntries>> {
+        let (h, id) = (self.0.clone(), actor_id.to_string());
+        async move { h.kv_list_range(id, start, end, true, Some(reverse), limit).await }.boxed()
+    }
+    fn set_alarm(&self, actor_id: &str, generation: u32, timestamp_ms: Option<i64>) {
+        self.0.set_alarm(actor_id.to_string(), timestamp_ms, Some(generation));
+    }
+}

@@ -1,0 +1,166 @@
+//! The serve run (spec registry-lifecycle §3, §4): engine (reuse or spawn),
+//! runner config, envoy, then wait for the shutdown token and drain.
+//!
+//! There is no signal handling here or anywhere in the library: the host
+//! owns its signals and cancels the token (a handler installed by a native
+//! library replaces Node's own and leaves it unable to exit on Ctrl-C).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rivet_envoy_client::config::{ActorName, EnvoyConfig};
+use rivet_envoy_client::envoy::start_envoy_sync;
+use rivet_envoy_client::handle::EnvoyHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::config::{is_local_endpoint, should_manage_engine};
+use super::{CoreRegistry, ServeConfig};
+use crate::dispatcher::Dispatcher;
+use crate::engine;
+use crate::envoy::RegistryCallbacks;
+use crate::error::RivetError;
+
+/// Drain bound when the host configured none (the engine's own threshold
+/// is 30 minutes, far longer than anyone waits for Ctrl-C).
+pub const DEFAULT_DRAIN_CAP: Duration = Duration::from_secs(30);
+/// After a forced stop, how long we still wait for the envoy loop.
+const FORCED_STOP_WAIT: Duration = Duration::from_secs(5);
+/// How long background jobs (stops, waiters) may take after the envoy stopped.
+const TRACKER_WAIT: Duration = Duration::from_secs(5);
+
+/// What a running registry exposes to its host.
+#[derive(Clone)]
+pub struct ServeHandle {
+    envoy: EnvoyHandle,
+    dispatcher: Arc<Dispatcher>,
+}
+
+impl ServeHandle {
+    /// Resolves once the engine accepted the envoy (its init message arrived).
+    pub async fn started(&self) -> anyhow::Result<()> {
+        self.envoy.started().await
+    }
+    /// The engine's actor stop threshold, once protocol metadata arrived.
+    pub async fn actor_stop_threshold_ms(&self) -> Option<i64> {
+        self.envoy.get_protocol_metadata().await.map(|m| m.actor_stop_threshold)
+    }
+    pub fn is_ping_healthy(&self) -> bool {
+        self.envoy.is_ping_healthy()
+    }
+    pub fn active_actor_count(&self) -> usize {
+        self.dispatcher.instance_count()
+    }
+    pub fn is_stopped(&self) -> bool {
+        self.envoy.is_stopped()
+    }
+}
+
+impl CoreRegistry {
+    /// Runs until `shutdown` is cancelled, then drains. `on_ready` receives
+    /// the handle once the engine accepted the envoy. Setup failures
+    /// (engine, runner config, envoy) reject; a shutdown during setup
+    /// resolves `Ok` without serving.
+    pub async fn serve(
+        self,
+        config: ServeConfig,
+        shutdown: CancellationToken,
+        on_ready: impl FnOnce(ServeHandle) + Send,
+    ) -> anyhow::Result<()> {
+        let metadata = self.actor_metadata();
+        let dispatcher = Dispatcher::new(self.into_factories());
+
+        let setup = async {
+            if should_manage_engine(&config.endpoint, config.engine_spawn)? {
+                match engine::ensure_engine(&config).await? {
+                    engine::EngineStatus::Reused => tracing::info!(endpoint = %config.endpoint, "using the Rivet Engine already running"),
+                    engine::EngineStatus::Spawned { pid, .. } => tracing::info!(endpoint = %config.endpoint, pid, "Rivet Engine started"),
+                }
+            }
+            if is_local_endpoint(&config.endpoint) {
+                engine::ensure_runner_config(&config).await?;
+            }
+            connect_envoy(&config, &dispatcher, metadata).await
+        };
+        let envoy = tokio::select! {
+            biased;
+            _ = shutdown.cancelled() => {
+                tracing::info!("shutdown requested before the registry finished starting");
+                return Ok(());
+            }
+            envoy = setup => envoy?,
+        };
+        on_ready(ServeHandle { envoy: envoy.clone(), dispatcher: dispatcher.clone() });
+        tracing::info!(pool = %config.pool_name, endpoint = %config.endpoint, "registry serving");
+
+        shutdown.cancelled().await;
+        drain(&config, &envoy, &dispatcher).await;
+        Ok(())
+    }
+}
+
+/// Starts the envoy and waits, bounded, for the engine to accept it. The
+/// envoy client reconnects forever on its own, so the bound is ours.
+async fn connect_envoy(
+    config: &ServeConfig,
+    dispatcher: &Arc<Dispatcher>,
+    metadata: HashMap<String, serde_json::Value>,
+) -> anyhow::Result<EnvoyHandle> {
+    let envoy = start_envoy_sync(EnvoyConfig {
+        version: config.version,
+        endpoint: config.endpoint.clone(),
+        token: config.token.clone(),
+        namespace: config.namespace.clone(),
+        pool_name: config.pool_name.clone(),
+        prepopulate_actor_names: metadata.into_iter().map(|(k, metadata)| (k, ActorName { metadata })).collect(),
+        metadata: Some(serde_json::json!({ "rivetkit": { "version": config.serverless_package_version } })),
+        // One envoy per registry, so several registries can share a process.
+        not_global: true,
+        debug_latency_ms: None,
+        callbacks: Arc::new(RegistryCallbacks::new(dispatcher.clone())),
+    });
+    match tokio::time::timeout(config.envoy_connect_timeout, envoy.started()).await {
+        Ok(Ok(())) => Ok(envoy),
+        outcome => {
+            envoy.shutdown(true);
+            let reason = match outcome {
+                Ok(Err(err)) => format!("{err:#}"),
+                _ => format!("no answer within {} ms", config.envoy_connect_timeout.as_millis()),
+            };
+            Err(RivetError::new(
+                "engine",
+                "unreachable",
+                format!(
+                    "The Rivet Engine at {} did not accept this host as pool '{}' in namespace '{}' ({reason}). \
+                     Check that the engine is running and reachable, and that the pool has a runner config.",
+                    config.endpoint, config.pool_name, config.namespace
+                ),
+            )
+            .with_metadata(serde_json::json!({ "endpoint": config.endpoint, "pool": config.pool_name }))
+            .into_anyhow())
+        }
+    }
+}
+
+/// Graceful envoy shutdown (every actor gets `GoingAway` and sleeps),
+/// bounded by the engine's stop threshold and our cap, then a forced stop.
+async fn drain(config: &ServeConfig, envoy: &EnvoyHandle, dispatcher: &Dispatcher) {
+    let threshold = envoy
+        .get_protocol_metadata()
+        .await
+        .and_then(|m| u64::try_from(m.actor_stop_threshold).ok())
+        .map(Duration::from_millis)
+        .unwrap_or(Duration::from_secs(30 * 60));
+    let bound = threshold.min(config.drain_cap.unwrap_or(DEFAULT_DRAIN_CAP));
+    tracing::info!(actors = dispatcher.instance_count(), bound_ms = bound.as_millis() as u64, "draining");
+    if tokio::time::timeout(bound, envoy.shutdown_and_wait(false)).await.is_err() {
+        tracing::warn!(bound_ms = bound.as_millis() as u64, "drain did not finish in time; stopping the envoy now");
+        envoy.shutdown(true);
+        let _ = tokio::time::timeout(FORCED_STOP_WAIT, envoy.wait_stopped()).await;
+    }
+    dispatcher.tracker().close();
+    if tokio::time::timeout(TRACKER_WAIT, dispatcher.tracker().wait()).await.is_err() {
+        tracing::warn!("background actor work did not finish after the drain");
+    }
+    tracing::info!("registry shut down");
+}

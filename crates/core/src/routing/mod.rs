@@ -1,0 +1,3 @@
+//! Client traffic from the engine's gateway to actors.
+
+pub mod http;
