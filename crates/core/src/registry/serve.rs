@@ -78,7 +78,7 @@ impl CoreRegistry {
                 }
             }
             if is_local_endpoint(&config.endpoint) {
-                engine::ensure_runner_config(&config).await?;
+                engine::ensure_runner_config_with(&config, runner_config_policy(&config)).await?;
             }
             connect_envoy(&config, &dispatcher, metadata).await
         };
@@ -97,6 +97,15 @@ impl CoreRegistry {
         drain(&config, &envoy, &dispatcher).await;
         Ok(())
     }
+}
+
+/// The runner-config wait shares the envoy's connect bound: one setting
+/// says how long to wait for an engine we do not own (the default 30 s is
+/// the reference's 60 attempts 500 ms apart).
+fn runner_config_policy(config: &ServeConfig) -> engine::RetryPolicy {
+    let interval = Duration::from_millis(500);
+    let attempts = (config.envoy_connect_timeout.as_millis() / interval.as_millis()).max(1);
+    engine::RetryPolicy { attempts: u32::try_from(attempts).unwrap_or(u32::MAX), interval }
 }
 
 /// Starts the envoy and waits, bounded, for the engine to accept it. The

@@ -82,27 +82,24 @@ pub async fn handle_fetch(dispatcher: &Dispatcher, actor_id: &str, mut request: 
             };
             let ctx = handle.context().clone();
             let get = request.method.eq_ignore_ascii_case("GET");
+            let spec = ctx.specifier();
+            let framework_error = |err: RivetError| framework_error(&err.with_actor(spec.clone()).into_anyhow());
             let response = match route {
                 Route::Root if get => text(200, "This is an RivetKit actor.\n\nLearn more at https://rivetkit.org"),
                 Route::Health if get => text(200, "ok"),
                 Route::Metadata if get => json_response(200, &metadata_body()),
-                Route::Root | Route::Health | Route::Metadata => framework_error(
-                    &method_not_allowed(&request.method, &request.path).into_anyhow(),
-                ),
+                Route::Root | Route::Health | Route::Metadata => {
+                    framework_error(method_not_allowed(&request.method, &request.path))
+                }
                 Route::NotFound(path) => framework_error(
-                    &RivetError::new("actor", "not_found", format!("Actor route '{path}' was not found."))
-                        .with_metadata(serde_json::json!({ "resource": "route", "id": path }))
-                        .into_anyhow(),
+                    RivetError::new("actor", "not_found", format!("Actor route '{path}' was not found."))
+                        .with_metadata(serde_json::json!({ "resource": "route", "id": path })),
                 ),
-                Route::Raw(_) => unreachable_raw(),
+                Route::Raw(_) => framework_error(catalog::invalid_state("raw route classified twice")),
             };
             Ok(with_actor_headers(response, &ctx))
         }
     }
-}
-
-fn unreachable_raw() -> EnvoyResponse {
-    framework_error(&catalog::invalid_state("raw route classified twice").into_anyhow())
 }
 
 fn method_not_allowed(method: &str, path: &str) -> RivetError {

@@ -1,0 +1,106 @@
+//! `NapiActorFactory(callbacks, config)`: one actor type, as JavaScript
+//! registers it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use napi::bindgen_prelude::Object;
+use napi_derive::napi;
+use rivetkit_native_core::actor::{ActorConfig, ActorFactory};
+
+use crate::hooks::JsHooks;
+
+/// Per-actor configuration. Every field is optional; omitted timeouts take
+/// the reference defaults. Fields rivetkit-native does not use yet are
+/// accepted and ignored so that RivetKit's own config passes through.
+#[napi(object)]
+#[derive(Default)]
+pub struct JsActorConfig {
+    pub name: Option<String>,
+    pub icon: Option<String>,
+    pub has_database: Option<bool>,
+    pub remote_sqlite: Option<bool>,
+    pub enable_actor_runtime_socket: Option<bool>,
+    pub has_state: Option<bool>,
+    pub can_hibernate_websocket: Option<bool>,
+    pub state_save_interval_ms: Option<u32>,
+    pub create_state_timeout_ms: Option<u32>,
+    pub on_create_timeout_ms: Option<u32>,
+    pub create_vars_timeout_ms: Option<u32>,
+    pub create_conn_state_timeout_ms: Option<u32>,
+    pub on_before_connect_timeout_ms: Option<u32>,
+    pub on_connect_timeout_ms: Option<u32>,
+    pub on_migrate_timeout_ms: Option<u32>,
+    pub on_wake_timeout_ms: Option<u32>,
+    pub on_before_actor_start_timeout_ms: Option<u32>,
+    pub action_timeout_ms: Option<u32>,
+    pub on_request_timeout_ms: Option<u32>,
+    pub sleep_timeout_ms: Option<u32>,
+    pub no_sleep: Option<bool>,
+    pub sleep_grace_period_ms: Option<u32>,
+    pub connection_liveness_timeout_ms: Option<u32>,
+    pub connection_liveness_interval_ms: Option<u32>,
+    pub max_queue_size: Option<u32>,
+    pub max_schedules: Option<u32>,
+    pub max_queue_message_size: Option<u32>,
+    pub max_incoming_message_size: Option<u32>,
+    pub max_outgoing_message_size: Option<u32>,
+    pub actions: Option<Vec<JsActionDefinition>>,
+}
+
+#[napi(object)]
+pub struct JsActionDefinition {
+    pub name: String,
+}
+
+fn ms(value: Option<u32>, default: Duration) -> Duration {
+    value.map(|v| Duration::from_millis(u64::from(v))).unwrap_or(default)
+}
+
+impl JsActorConfig {
+    fn into_core(self) -> ActorConfig {
+        let d = ActorConfig::default();
+        let action_timeout = ms(self.action_timeout_ms, d.action_timeout);
+        ActorConfig {
+            name: self.name,
+            icon: self.icon,
+            can_hibernate_websocket: self.can_hibernate_websocket.unwrap_or(d.can_hibernate_websocket),
+            state_save_interval: ms(self.state_save_interval_ms, d.state_save_interval),
+            create_state_timeout: ms(self.create_state_timeout_ms, d.create_state_timeout),
+            on_create_timeout: ms(self.on_create_timeout_ms, d.on_create_timeout),
+            create_vars_timeout: ms(self.create_vars_timeout_ms, d.create_vars_timeout),
+            on_migrate_timeout: ms(self.on_migrate_timeout_ms, d.on_migrate_timeout),
+            on_wake_timeout: ms(self.on_wake_timeout_ms, d.on_wake_timeout),
+            on_before_actor_start_timeout: ms(self.on_before_actor_start_timeout_ms, d.on_before_actor_start_timeout),
+            action_timeout,
+            // The reference: onRequestTimeoutMs, else actionTimeoutMs, else 60 s.
+            on_request_timeout: ms(self.on_request_timeout_ms, action_timeout),
+            sleep_timeout: ms(self.sleep_timeout_ms, d.sleep_timeout),
+            no_sleep: self.no_sleep.unwrap_or(d.no_sleep),
+            sleep_grace_period: ms(self.sleep_grace_period_ms, d.sleep_grace_period),
+            max_incoming_message_size: self.max_incoming_message_size.map(|v| v as usize).unwrap_or(d.max_incoming_message_size),
+            max_outgoing_message_size: self.max_outgoing_message_size.map(|v| v as usize).unwrap_or(d.max_outgoing_message_size),
+            dispatch_queue_capacity: d.dispatch_queue_capacity,
+        }
+    }
+}
+
+/// The callbacks object: every member is optional. Hooks are called as
+/// `hook(null, payload)` and must return (a promise of) their result.
+const CALLBACKS_TS_TYPE: &str = "ActorCallbacks";
+
+#[napi]
+pub struct NapiActorFactory {
+    pub(crate) inner: ActorFactory,
+}
+
+#[napi]
+impl NapiActorFactory {
+    #[napi(constructor, ts_args_type = "callbacks: ActorCallbacks, config?: JsActorConfig | undefined | null")]
+    pub fn new(callbacks: Object<'_>, config: Option<JsActorConfig>) -> napi::Result<Self> {
+        let _ = CALLBACKS_TS_TYPE;
+        let hooks = JsHooks::from_object(&callbacks)?;
+        let config = config.unwrap_or_default().into_core();
+        Ok(Self { inner: ActorFactory::new(config, Arc::new(hooks)) })
+    }
+}

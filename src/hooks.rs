@@ -1,0 +1,168 @@
+//! The JavaScript callbacks of one actor type, as core [`ActorHooks`].
+//!
+//! Every callback is a [`JsCallback`]: called as `callback(null, payload)`,
+//! awaited, and its result checked against the type the hook must return.
+//! Payload objects are built on the JS thread; `ctx` is a fresh
+//! [`ActorContext`] wrapper around the generation's core context.
+
+use std::collections::HashMap;
+
+use futures::future::{BoxFuture, FutureExt};
+use napi::bindgen_prelude::{Buffer, FromNapiValue, Object};
+use napi::sys;
+use napi_derive::napi;
+use rivetkit_native_core::actor::{
+    ActorContext as CoreContext, ActorHooks, HttpRequest, HttpResponse, LifecycleHook,
+};
+use rivetkit_native_core::error::catalog;
+use tokio_util::sync::CancellationToken as CoreToken;
+
+use crate::actor_context::ActorContext;
+use crate::cancellation_token::CancellationToken;
+use crate::js_callback::JsCallback;
+use crate::types::{Checked, JsHttpRequest, JsHttpResponse};
+
+#[napi(object, object_from_js = false)]
+pub struct CtxPayload {
+    pub ctx: ActorContext,
+}
+
+#[napi(object, object_from_js = false)]
+pub struct CreatePayload {
+    pub ctx: ActorContext,
+    pub input: Option<Buffer>,
+}
+
+#[napi(object, object_from_js = false)]
+pub struct MigratePayload {
+    pub ctx: ActorContext,
+    pub is_new: bool,
+}
+
+#[napi(object, object_from_js = false)]
+pub struct RequestPayload {
+    pub ctx: ActorContext,
+    pub request: JsHttpRequest,
+    pub cancel_token: CancellationToken,
+}
+
+/// The resolution of a hook whose value is ignored (`void` hooks): any
+/// value is accepted, so a hook that happens to return something still works.
+pub struct Ignored;
+
+impl FromNapiValue for Ignored {
+    unsafe fn from_napi_value(_env: sys::napi_env, _value: sys::napi_value) -> napi::Result<Self> {
+        Ok(Ignored)
+    }
+}
+
+type VoidHook<P> = Option<JsCallback<P, Ignored>>;
+
+/// The callbacks read from the object given to `NapiActorFactory`.
+#[derive(Default)]
+pub struct JsHooks {
+    create_state: Option<JsCallback<CreatePayload, Buffer>>,
+    on_create: VoidHook<CreatePayload>,
+    on_migrate: VoidHook<MigratePayload>,
+    create_vars: VoidHook<CtxPayload>,
+    on_wake: VoidHook<CtxPayload>,
+    on_before_actor_start: VoidHook<CtxPayload>,
+    on_sleep: VoidHook<CtxPayload>,
+    on_destroy: VoidHook<CtxPayload>,
+    on_request: Option<JsCallback<RequestPayload, Checked<JsHttpResponse>>>,
+}
+
+impl JsHooks {
+    /// Reads every known callback by name; a missing or non-function value
+    /// means "not defined" (the reference adapter's rule).
+    pub fn from_object(callbacks: &Object<'_>) -> napi::Result<Self> {
+        Ok(Self {
+            create_state: JsCallback::from_property("createState", callbacks, "createState")?,
+            on_create: JsCallback::from_property("onCreate", callbacks, "onCreate")?,
+            on_migrate: JsCallback::from_property("onMigrate", callbacks, "onMigrate")?,
+            create_vars: JsCallback::from_property("createVars", callbacks, "createVars")?,
+            on_wake: JsCallback::from_property("onWake", callbacks, "onWake")?,
+            on_before_actor_start: JsCallback::from_property("onBeforeActorStart", callbacks, "onBeforeActorStart")?,
+            on_sleep: JsCallback::from_property("onSleep", callbacks, "onSleep")?,
+            on_destroy: JsCallback::from_property("onDestroy", callbacks, "onDestroy")?,
+            on_request: JsCallback::from_property("onRequest", callbacks, "onRequest")?,
+        })
+    }
+}
+
+fn void_call<P: napi::bindgen_prelude::JsValuesTupleIntoVec + Send + 'static>(
+    hook: &VoidHook<P>,
+    payload: impl FnOnce() -> P,
+) -> Option<BoxFuture<'static, anyhow::Result<()>>> {
+    let hook = hook.clone()?;
+    let payload = payload();
+    Some(async move { hook.call(payload).await.map(|_| ()) }.boxed())
+}
+
+fn js_ctx(ctx: &CoreContext) -> ActorContext {
+    ActorContext::from(ctx.clone())
+}
+
+impl ActorHooks for JsHooks {
+    fn on_migrate(&self, ctx: &CoreContext, is_new: bool) -> Option<BoxFuture<'static, anyhow::Result<()>>> {
+        void_call(&self.on_migrate, || MigratePayload { ctx: js_ctx(ctx), is_new })
+    }
+
+    fn create_state(&self, ctx: &CoreContext, input: Option<Vec<u8>>) -> Option<BoxFuture<'static, anyhow::Result<Vec<u8>>>> {
+        let hook = self.create_state.clone()?;
+        let payload = CreatePayload { ctx: js_ctx(ctx), input: input.map(Buffer::from) };
+        Some(async move { Ok(hook.call(payload).await?.to_vec()) }.boxed())
+    }
+
+    fn on_create(&self, ctx: &CoreContext, input: Option<Vec<u8>>) -> Option<BoxFuture<'static, anyhow::Result<()>>> {
+        void_call(&self.on_create, || CreatePayload { ctx: js_ctx(ctx), input: input.map(Buffer::from) })
+    }
+
+    fn lifecycle(&self, hook: LifecycleHook, ctx: &CoreContext) -> Option<BoxFuture<'static, anyhow::Result<()>>> {
+        let callback = match hook {
+            LifecycleHook::CreateVars => &self.create_vars,
+            LifecycleHook::OnWake => &self.on_wake,
+            LifecycleHook::OnBeforeActorStart => &self.on_before_actor_start,
+            LifecycleHook::OnSleep => &self.on_sleep,
+            LifecycleHook::OnDestroy => &self.on_destroy,
+        };
+        void_call(callback, || CtxPayload { ctx: js_ctx(ctx) })
+    }
+
+    fn on_request(&self, ctx: &CoreContext, request: HttpRequest, cancel: CoreToken) -> Option<BoxFuture<'static, anyhow::Result<HttpResponse>>> {
+        let hook = self.on_request.clone()?;
+        let payload = RequestPayload {
+            ctx: js_ctx(ctx),
+            request: JsHttpRequest {
+                method: request.method,
+                uri: request.uri,
+                headers: Some(request.headers),
+                body: Some(Buffer::from(request.body)),
+            },
+            cancel_token: CancellationToken::from_inner(cancel),
+        };
+        Some(
+            async move {
+                let Checked(response) = hook.call(payload).await?;
+                into_core_response(response)
+            }
+            .boxed(),
+        )
+    }
+}
+
+fn into_core_response(response: JsHttpResponse) -> anyhow::Result<HttpResponse> {
+    if response.stream == Some(true) {
+        return Err(catalog::unsupported("streamed onRequest responses").into_anyhow());
+    }
+    let status = response.status.unwrap_or(200);
+    let status = u16::try_from(status)
+        .ok()
+        .filter(|s| (100..=999).contains(s))
+        .ok_or_else(|| crate::error::invalid_return("onRequest", &format!("status {status} is not an HTTP status")))?;
+    Ok(HttpResponse {
+        status,
+        headers: response.headers.unwrap_or_else(HashMap::new),
+        body: response.body.map(|b| b.to_vec()).unwrap_or_default(),
+    })
+}

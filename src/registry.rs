@@ -1,0 +1,289 @@
+//! `CoreRegistry`: what JavaScript registers actors on and serves.
+//!
+//! States: registering → serving → shut down (or straight to shut down if
+//! `shutdown()` comes first). `shutdown()` only trips the one cancellation
+//! token; the drain runs inside `serve()`, whose promise settles when it
+//! is done. Nothing here touches signals: the host decides when to stop.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use napi::bindgen_prelude::{Buffer, PromiseRaw};
+use napi::Env;
+use napi_derive::napi;
+use rivetkit_native_core::error::{catalog, RivetError};
+use rivetkit_native_core::registry::{CoreRegistry as Core, EngineSpawnMode, ServeConfig, ServeHandle};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use crate::error::{spawn_promise, to_js_error};
+use crate::factory::NapiActorFactory;
+use crate::types::JsRegistryRouteResponse;
+
+/// Serve configuration. Every field is optional for direct use; omitted
+/// fields come from the environment (`RIVET_ENDPOINT`, `RIVET_POOL_NAME`,
+/// ...) with the reference defaults (endpoint `http://127.0.0.1:6420`,
+/// namespace `default`, pool `rivetkit-rust`).
+#[napi(object)]
+#[derive(Default)]
+pub struct JsServeConfig {
+    pub version: Option<u32>,
+    pub endpoint: Option<String>,
+    pub token: Option<String>,
+    pub namespace: Option<String>,
+    pub pool_name: Option<String>,
+    pub engine_binary_path: Option<String>,
+    pub start_services: Option<bool>,
+    pub services_binary_path: Option<String>,
+    pub engine_host: Option<String>,
+    pub engine_port: Option<u32>,
+    pub handle_inspector_http_in_runtime: Option<bool>,
+    pub serverless_base_path: Option<String>,
+    pub serverless_package_version: Option<String>,
+    pub serverless_client_endpoint: Option<String>,
+    pub serverless_client_namespace: Option<String>,
+    pub serverless_client_token: Option<String>,
+    pub serverless_validate_endpoint: Option<bool>,
+    pub serverless_max_start_payload_bytes: Option<u32>,
+    /// `"auto"` (default: spawn or reuse a local engine for a loopback
+    /// endpoint), `"always"` or `"never"`. Default from `RIVETKIT_ENGINE_SPAWN`.
+    #[napi(ts_type = "'auto' | 'always' | 'never'")]
+    pub engine_spawn: Option<String>,
+    /// Upper bound of the shutdown drain (default 30 s, `RIVETKIT_DRAIN_TIMEOUT_MS`).
+    pub drain_timeout_ms: Option<u32>,
+    /// How long to wait for a spawned engine to become healthy (default 10 s).
+    pub engine_start_timeout_ms: Option<u32>,
+    /// How long to wait for the engine to accept this host (default 30 s).
+    pub envoy_connect_timeout_ms: Option<u32>,
+}
+
+impl JsServeConfig {
+    fn into_core(self) -> anyhow::Result<ServeConfig> {
+        let mut c = ServeConfig::from_env()?;
+        if let Some(v) = self.version {
+            c.version = v;
+        }
+        if let Some(v) = self.endpoint {
+            c.endpoint = v;
+        }
+        if self.token.is_some() {
+            c.token = self.token;
+        }
+        if let Some(v) = self.namespace {
+            c.namespace = v;
+        }
+        if let Some(v) = self.pool_name {
+            c.pool_name = v;
+        }
+        if let Some(v) = self.engine_binary_path {
+            c.engine_binary_path = Some(v.into());
+        }
+        if self.engine_host.is_some() {
+            c.engine_host = self.engine_host;
+        }
+        if let Some(port) = self.engine_port {
+            c.engine_port = Some(u16::try_from(port).map_err(|_| invalid_config(format!("enginePort {port} is not a port")))?);
+        }
+        if let Some(mode) = self.engine_spawn {
+            c.engine_spawn = match mode.as_str() {
+                "auto" => EngineSpawnMode::Auto,
+                "always" => EngineSpawnMode::Always,
+                "never" => EngineSpawnMode::Never,
+                other => return Err(invalid_config(format!("engineSpawn must be 'auto', 'always' or 'never', got '{other}'"))),
+            };
+        }
+        if let Some(ms) = self.drain_timeout_ms {
+            c.drain_cap = Some(Duration::from_millis(u64::from(ms)));
+        }
+        if let Some(ms) = self.engine_start_timeout_ms {
+            c.engine_start_timeout = Duration::from_millis(u64::from(ms));
+        }
+        if let Some(ms) = self.envoy_connect_timeout_ms {
+            c.envoy_connect_timeout = Duration::from_millis(u64::from(ms));
+        }
+        if let Some(v) = self.serverless_package_version {
+            c.serverless_package_version = v;
+        }
+        Ok(c)
+    }
+}
+
+fn invalid_config(message: String) -> anyhow::Error {
+    RivetError::new("config", "invalid", message).into_anyhow()
+}
+
+/// Where the serve run is, as seen by `waitReady`/`health`.
+#[derive(Clone)]
+enum Phase {
+    NotStarted,
+    Starting,
+    Ready(ServeHandle),
+    Failed(RivetError),
+    ShuttingDown,
+    ShutDown,
+}
+
+enum Slot {
+    Registering(Core),
+    Taken,
+}
+
+#[napi]
+pub struct CoreRegistry {
+    slot: Arc<Mutex<Slot>>,
+    shutdown: CancellationToken,
+    phase: watch::Sender<Phase>,
+}
+
+impl Default for CoreRegistry {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[napi]
+impl CoreRegistry {
+    #[napi(constructor)]
+    pub fn new() -> Self {
+        Self {
+            slot: Arc::new(Mutex::new(Slot::Registering(Core::new()))),
+            shutdown: CancellationToken::new(),
+            phase: watch::channel(Phase::NotStarted).0,
+        }
+    }
+
+    /// Registers (or replaces) an actor type. Only before `serve()`.
+    #[napi]
+    pub fn register(&self, env: &Env, name: String, factory: &NapiActorFactory) -> napi::Result<()> {
+        let mut slot = self.slot.lock().unwrap_or_else(|p| p.into_inner());
+        match &mut *slot {
+            Slot::Registering(core) => {
+                core.register(name, factory.inner.clone());
+                Ok(())
+            }
+            Slot::Taken => Err(to_js_error(env, catalog::invalid_state("register() after serve() or shutdown()").into_anyhow())),
+        }
+    }
+
+    /// Connects to the engine and serves until `shutdown()`; resolves when
+    /// the drain is done. Rejects on a setup failure (engine, runner
+    /// config, envoy) with a structured error.
+    #[napi(ts_args_type = "config?: JsServeConfig | undefined | null", ts_return_type = "Promise<void>")]
+    pub fn serve<'env>(&self, env: &'env Env, config: Option<JsServeConfig>) -> napi::Result<PromiseRaw<'env, ()>> {
+        let core = {
+            let mut slot = self.slot.lock().unwrap_or_else(|p| p.into_inner());
+            match std::mem::replace(&mut *slot, Slot::Taken) {
+                Slot::Registering(core) => core,
+                Slot::Taken => {
+                    return Err(to_js_error(env, catalog::invalid_state("serve() was already called, or the registry was shut down").into_anyhow()));
+                }
+            }
+        };
+        let shutdown = self.shutdown.clone();
+        let phase = self.phase.clone();
+        spawn_promise(env, async move {
+            if shutdown.is_cancelled() {
+                phase.send_replace(Phase::ShutDown);
+                return Ok(());
+            }
+            let config = config.unwrap_or_default().into_core();
+            let result = match config {
+                Ok(config) => {
+                    phase.send_replace(Phase::Starting);
+                    let ready = phase.clone();
+                    core.serve(config, shutdown, move |handle| {
+                        ready.send_replace(Phase::Ready(handle));
+                    })
+                    .await
+                }
+                Err(err) => Err(err),
+            };
+            match &result {
+                Ok(()) => phase.send_replace(Phase::ShutDown),
+                Err(err) => phase.send_replace(Phase::Failed(RivetError::extract(err))),
+            };
+            result
+        })
+    }
+
+    /// Resolves once the engine accepted this host; rejects if serving
+    /// failed or the registry shut down first.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn wait_ready<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
+        let mut rx = self.phase.subscribe();
+        spawn_promise(env, async move {
+            let phase = rx
+                .wait_for(|p| !matches!(p, Phase::NotStarted | Phase::Starting))
+                .await
+                .map(|p| p.clone())
+                .map_err(|_| catalog::registry_shut_down().into_anyhow())?;
+            match phase {
+                Phase::Ready(handle) => handle.started().await,
+                Phase::Failed(err) => Err(err.into_anyhow()),
+                _ => Err(catalog::registry_shut_down().into_anyhow()),
+            }
+        })
+    }
+
+    /// Trips shutdown. Idempotent; never waits for `serve()` (await that
+    /// promise separately to know when the drain is done).
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn shutdown<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
+        if !self.shutdown.is_cancelled() {
+            tracing::info!("shutdown requested");
+            self.shutdown.cancel();
+            self.phase.send_if_modified(|p| {
+                if matches!(p, Phase::Ready(_) | Phase::Starting) {
+                    *p = Phase::ShuttingDown;
+                    true
+                } else {
+                    false
+                }
+            });
+            // A registry that never served has nothing to drain.
+            let mut slot = self.slot.lock().unwrap_or_else(|p| p.into_inner());
+            if matches!(*slot, Slot::Registering(_)) {
+                *slot = Slot::Taken;
+                self.phase.send_replace(Phase::ShutDown);
+            }
+        }
+        spawn_promise(env, async { Ok(()) })
+    }
+
+    /// The engine's actor stop threshold in ms, or `null` before it is known.
+    #[napi(ts_return_type = "Promise<number | null>")]
+    pub fn actor_stop_threshold_ms<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, Option<f64>>> {
+        let phase = self.phase.borrow().clone();
+        spawn_promise(env, async move {
+            Ok(match phase {
+                Phase::Ready(handle) => handle.actor_stop_threshold_ms().await.map(|ms| ms as f64),
+                _ => None,
+            })
+        })
+    }
+
+    /// `{status, runtime: "rivetkit", version}` as JSON; 200 only while
+    /// serving with a healthy engine link.
+    #[napi(ts_return_type = "Promise<JsRegistryRouteResponse>")]
+    pub fn health<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, JsRegistryRouteResponse>> {
+        let (code, status) = match &*self.phase.borrow() {
+            Phase::NotStarted => (503, "not_started"),
+            Phase::Starting => (503, "starting"),
+            Phase::Ready(h) if h.is_ping_healthy() => (200, "ok"),
+            Phase::Ready(_) => (503, "engine_ping_stale"),
+            Phase::Failed(_) | Phase::ShutDown => (503, "shut_down"),
+            Phase::ShuttingDown => (503, "shutting_down"),
+        };
+        let body = serde_json::json!({ "status": status, "runtime": "rivetkit", "version": env!("CARGO_PKG_VERSION") });
+        spawn_promise(env, async move { Ok(json_route(code, &body)) })
+    }
+}
+
+fn json_route(status: u32, body: &serde_json::Value) -> JsRegistryRouteResponse {
+    JsRegistryRouteResponse {
+        status,
+        headers: HashMap::from([("content-type".to_string(), "application/json".to_string())]),
+        body: Buffer::from(serde_json::to_vec(body).unwrap_or_default()),
+    }
+}
