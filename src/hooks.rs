@@ -166,3 +166,28 @@ fn into_core_response(response: JsHttpResponse) -> anyhow::Result<HttpResponse> 
         body: response.body.map(|b| b.to_vec()).unwrap_or_default(),
     })
 }
+
+/// The callbacks object given to `NapiActorFactory`, for TypeScript only
+/// (the constructor reads the hooks by name). Every hook is optional and is
+/// called as `hook(null, payload)`; it may return its result or a promise.
+#[napi(object, object_to_js = false)]
+pub struct ActorCallbacks {
+    #[napi(ts_type = "(error: null, payload: CreatePayload) => Buffer | Promise<Buffer>")]
+    pub create_state: Option<()>,
+    #[napi(ts_type = "(error: null, payload: CreatePayload) => void | Promise<void>")]
+    pub on_create: Option<()>,
+    #[napi(ts_type = "(error: null, payload: MigratePayload) => void | Promise<void>")]
+    pub on_migrate: Option<()>,
+    #[napi(ts_type = "(error: null, payload: CtxPayload) => void | Promise<void>")]
+    pub create_vars: Option<()>,
+    #[napi(ts_type = "(error: null, payload: CtxPayload) => void | Promise<void>")]
+    pub on_wake: Option<()>,
+    #[napi(ts_type = "(error: null, payload: CtxPayload) => void | Promise<void>")]
+    pub on_before_actor_start: Option<()>,
+    #[napi(ts_type = "(error: null, payload: CtxPayload) => void | Promise<void>")]
+    pub on_sleep: Option<()>,
+    #[napi(ts_type = "(error: null, payload: CtxPayload) => void | Promise<void>")]
+    pub on_destroy: Option<()>,
+    #[napi(ts_type = "(error: null, payload: RequestPayload) => JsHttpResponse | Promise<JsHttpResponse>")]
+    pub on_request: Option<()>,
+}

@@ -1,0 +1,400 @@
+//! One typed wrapper for every JavaScript function the core calls.
+//!
+//! [`JsCallback<Args, Ret>`] holds a napi-rs threadsafe function and can be
+//! called from any thread or task:
+//!
+//! - The JavaScript side is called as `callback(null, payload)`, the
+//!   callee-handled convention of `@rivetkit/rivetkit-napi` that the
+//!   `rivetkit` TypeScript runtime unwraps with `unwrapTsfnPayload(err,
+//!   payload)`. `Args` is converted on the JS thread: any `ToNapiValue`,
+//!   typically a `#[napi(object)]` struct, whose fields may be `#[napi]`
+//!   class values (each call then creates a fresh JS instance of the class
+//!   around the Rust value, e.g. an `ActorContext` holding an `Arc`).
+//! - The function may return a promise or a plain value; either way the
+//!   value is converted to `Ret` on the JS thread. A value of the wrong type
+//!   is an ordinary error, `napi.invalid_return`, never a process abort.
+//! - A throw or a rejection becomes [`crate::error::from_js_error`] (the
+//!   structured error it carries, or an internal error); a function whose
+//!   environment is closing becomes `actor.js_callback_unavailable`.
+//! - The threadsafe function is *weak*: it never keeps Node's event loop
+//!   alive, so an idle host exits once JavaScript has nothing left to do.
+//!
+//! The call queue is unbounded (`MaxQueueSize = 0`). napi-rs' `call_async`
+//! always queues non-blocking, so a bounded queue would not push back: a
+//! full queue fails the call at once (`QueueFull`). The number of queued
+//! calls is instead bounded where the work comes from: each actor's task
+//! reads its bounded inbox and runs at most its own in-flight callbacks.
+
+use std::any::type_name;
+use std::ptr;
+use std::sync::Arc;
+
+use napi::bindgen_prelude::{
+    FromNapiValue, Function, JsValuesTupleIntoVec, Object, Promise, Unknown,
+};
+use napi::threadsafe_function::ThreadsafeFunction;
+use napi::{sys, JsValue, Status, ValueType};
+
+use crate::error;
+
+/// The threadsafe function behind a [`JsCallback`]: callee-handled
+/// (`(err, payload)`), weak, unbounded queue.
+type Tsfn<Args, Ret> = ThreadsafeFunction<Args, Returned<Ret>, Args, Status, true, true, 0>;
+
+/// A JavaScript function `(err: null, payload: Args) => Ret | Promise<Ret>`
+/// that Rust can await from any thread. Cheap to clone.
+///
+/// ```ignore
+/// #[napi(object, object_from_js = false)]
+/// pub struct RequestPayload {
+///     pub ctx: ActorContext,          // a #[napi] class, by value
+///     pub request: JsHttpRequest,     // a #[napi(object)]
+/// }
+///
+/// let on_request: JsCallback<RequestPayload, JsHttpResponse> =
+///     JsCallback::from_function("onRequest", &function)?;   // on the JS thread
+/// // later, in any task:
+/// let response = on_request.call(RequestPayload { ctx, request }).await?;
+/// ```
+pub struct JsCallback<Args, Ret>
+where
+    Args: JsValuesTupleIntoVec + 'static,
+    Ret: FromNapiValue + 'static,
+{
+    name: &'static str,
+    tsfn: Arc<Tsfn<Args, Ret>>,
+}
+
+impl<Args, Ret> Clone for JsCallback<Args, Ret>
+where
+    Args: JsValuesTupleIntoVec + 'static,
+    Ret: FromNapiValue + 'static,
+{
+    fn clone(&self) -> Self {
+        Self {
+            name: self.name,
+            tsfn: self.tsfn.clone(),
+        }
+    }
+}
+
+impl<Args, Ret> std::fmt::Debug for JsCallback<Args, Ret>
+where
+    Args: JsValuesTupleIntoVec + 'static,
+    Ret: FromNapiValue + 'static,
+{
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JsCallback")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<Args, Ret> JsCallback<Args, Ret>
+where
+    Args: JsValuesTupleIntoVec + Send + 'static,
+    Ret: FromNapiValue + Send + 'static,
+{
+    /// Wraps a JavaScript function. Must run on the JS thread (inside a
+    /// `#[napi]` function). `name` is the hook's name, used in errors.
+    ///
+    /// The `Function`'s own type parameters only shape the generated
+    /// TypeScript; the call signature is `JsCallback`'s.
+    pub fn from_function<A: JsValuesTupleIntoVec, R>(
+        name: &'static str,
+        function: &Function<'_, A, R>,
+    ) -> napi::Result<Self> {
+        let value = function.value();
+        // Same conversion napi-rs applies to a `ThreadsafeFunction` argument.
+        let tsfn = unsafe { Tsfn::<Args, Ret>::from_napi_value(value.env, value.value) }?;
+        Ok(Self {
+            name,
+            tsfn: Arc::new(tsfn),
+        })
+    }
+
+    /// Wraps `value` if it is a function, `None` otherwise.
+    pub fn from_unknown(name: &'static str, value: Unknown<'_>) -> napi::Result<Option<Self>> {
+        if value.get_type()? != ValueType::Function {
+            return Ok(None);
+        }
+        let function: Function<'_, Unknown<'_>, Unknown<'_>> = unsafe { value.cast()? };
+        Self::from_function(name, &function).map(Some)
+    }
+
+    /// Wraps the property `key` of `object` if it is a function, `None` if
+    /// it is missing or not a function (the reference adapter's rule for
+    /// optional hooks).
+    pub fn from_property(
+        name: &'static str,
+        object: &Object<'_>,
+        key: &str,
+    ) -> napi::Result<Option<Self>> {
+        use napi::bindgen_prelude::JsObjectValue;
+        let value: Unknown<'_> = object.get_named_property(key)?;
+        Self::from_unknown(name, value)
+    }
+
+    /// The hook's name.
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// Calls the function on the JS thread and waits for its answer (the
+    /// resolution if it returned a promise).
+    pub async fn call(&self, args: Args) -> anyhow::Result<Ret> {
+        let returned = self
+            .tsfn
+            .call_async(Ok(args))
+            .await
+            .map_err(|err| self.call_failed(err))?;
+        let converted = match returned {
+            Returned::Ready(converted) => converted,
+            Returned::Pending(promise) => promise
+                .await
+                .map_err(|err| error::from_js_error(self.name, err))?,
+        };
+        converted
+            .0
+            .map_err(|detail| error::invalid_return(self.name, &detail))
+    }
+
+    fn call_failed(&self, err: napi::Error) -> anyhow::Error {
+        match err.status {
+            // A throw from the function itself.
+            Status::PendingException => error::from_js_error(self.name, err),
+            Status::Closing => {
+                error::js_callback_unavailable(self.name, "the JavaScript environment is closing")
+            }
+            // The call left the queue without an answer: the environment
+            // was torn down, or the payload could not be converted.
+            _ => error::js_callback_unavailable(self.name, &err.reason),
+        }
+    }
+
+    /// Closes the threadsafe function now: later calls fail with
+    /// `actor.js_callback_unavailable`. Dropping the last clone releases it
+    /// gracefully instead; this is for tests and forced teardown.
+    pub fn abort(&self) -> napi::Result<()> {
+        let handle = &self.tsfn.handle;
+        handle.with_write_aborted(|mut aborted| {
+            if !*aborted {
+                let status = unsafe {
+                    sys::napi_release_threadsafe_function(
+                        handle.get_raw(),
+                        sys::ThreadsafeFunctionReleaseMode::abort,
+                    )
+                };
+                if status != sys::Status::napi_ok {
+                    return Err(napi::Error::new(
+                        Status::from(status),
+                        "could not abort the threadsafe function",
+                    ));
+                }
+                *aborted = true;
+            }
+            Ok(())
+        })
+    }
+}
+
+/// What the function returned, read on the JS thread: a value already
+/// converted, or a promise whose resolution will be.
+pub(crate) enum Returned<Ret: FromNapiValue + 'static> {
+    Ready(Converted<Ret>),
+    Pending(Promise<Converted<Ret>>),
+}
+
+impl<Ret: FromNapiValue + 'static> FromNapiValue for Returned<Ret> {
+    unsafe fn from_napi_value(env: sys::napi_env, value: sys::napi_value) -> napi::Result<Self> {
+        let mut is_promise = false;
+        let status = unsafe { sys::napi_is_promise(env, value, &mut is_promise) };
+        if status == sys::Status::napi_ok && is_promise {
+            let promise = unsafe { Promise::<Converted<Ret>>::from_napi_value(env, value) }?;
+            Ok(Returned::Pending(promise))
+        } else {
+            Ok(Returned::Ready(unsafe {
+                Converted::from_napi_value(env, value)
+            }?))
+        }
+    }
+}
+
+/// A JS value converted to `Ret`, or why it could not be. Never fails to
+/// convert itself, so that a wrong type is reported as `napi.invalid_return`
+/// and not mixed up with a rejection.
+pub(crate) struct Converted<Ret>(Result<Ret, String>);
+
+impl<Ret: FromNapiValue> FromNapiValue for Converted<Ret> {
+    unsafe fn from_napi_value(env: sys::napi_env, value: sys::napi_value) -> napi::Result<Self> {
+        match unsafe { Ret::from_napi_value(env, value) } {
+            Ok(ret) => Ok(Converted(Ok(ret))),
+            Err(err) => {
+                // A conversion can run JS (getters) that throws: leave no
+                // exception pending behind an answer we return normally.
+                clear_pending_exception(env);
+                let got = js_type_name(env, value);
+                Ok(Converted(Err(format!(
+                    "expected {}, got {got} ({})",
+                    short_type_name::<Ret>(),
+                    err.reason
+                ))))
+            }
+        }
+    }
+}
+
+fn clear_pending_exception(env: sys::napi_env) {
+    let mut pending = false;
+    if unsafe { sys::napi_is_exception_pending(env, &mut pending) } == sys::Status::napi_ok
+        && pending
+    {
+        let mut exception = ptr::null_mut();
+        unsafe { sys::napi_get_and_clear_last_exception(env, &mut exception) };
+    }
+}
+
+fn js_type_name(env: sys::napi_env, value: sys::napi_value) -> &'static str {
+    let mut kind = 0;
+    if unsafe { sys::napi_typeof(env, value, &mut kind) } != sys::Status::napi_ok {
+        return "an unknown value";
+    }
+    match kind {
+        sys::ValueType::napi_undefined => "undefined",
+        sys::ValueType::napi_null => "null",
+        sys::ValueType::napi_boolean => "a boolean",
+        sys::ValueType::napi_number => "a number",
+        sys::ValueType::napi_string => "a string",
+        sys::ValueType::napi_symbol => "a symbol",
+        sys::ValueType::napi_object => "an object",
+        sys::ValueType::napi_function => "a function",
+        sys::ValueType::napi_external => "an external",
+        sys::ValueType::napi_bigint => "a bigint",
+        _ => "an unknown value",
+    }
+}
+
+/// `alloc::string::String` → `String`, keeping generic arguments readable.
+fn short_type_name<T>() -> String {
+    let full = type_name::<T>();
+    // Keep the text after the last `::` of each path between delimiters.
+    let mut result = String::with_capacity(full.len());
+    let mut segment = String::new();
+    for ch in full.chars() {
+        match ch {
+            '<' | '>' | ',' | ' ' | '(' | ')' | '[' | ']' | ';' | '&' => {
+                result.push_str(segment.rsplit("::").next().unwrap_or(&segment));
+                segment.clear();
+                result.push(ch);
+            }
+            _ => segment.push(ch),
+        }
+    }
+    result.push_str(segment.rsplit("::").next().unwrap_or(&segment));
+    result
+}
+
+/// Test-only exports exercising [`JsCallback`] from JavaScript.
+pub mod testing {
+    use std::sync::Mutex;
+
+    use napi::bindgen_prelude::{Function, PromiseRaw, Unknown};
+    use napi::Env;
+    use napi_derive::napi;
+
+    use super::JsCallback;
+    use crate::cancellation_token::CancellationToken;
+    use crate::error;
+
+    /// Payload of `__testCallCallback`: a plain field and a class instance.
+    #[napi(object, object_from_js = false)]
+    pub struct TestCallbackPayload {
+        pub value: String,
+        /// A `#[napi]` class value inside a `#[napi(object)]` payload.
+        pub token: CancellationToken,
+    }
+
+    /// Result of `__testCallCallback`.
+    #[napi(object)]
+    pub struct TestCallbackResult {
+        /// What the callback answered.
+        pub value: String,
+        /// Whether the callback cancelled the token it was given.
+        pub token_cancelled: bool,
+    }
+
+    /// Options of `__testCallCallback`.
+    #[napi(object)]
+    #[derive(Default)]
+    pub struct TestCallbackOptions {
+        /// Close the callback before calling it.
+        pub abort_first: Option<bool>,
+        /// Keep the callback alive in Rust for the rest of the process (to
+        /// check that a live callback does not hold the event loop).
+        pub retain: Option<bool>,
+    }
+
+    static RETAINED: Mutex<Vec<JsCallback<TestCallbackPayload, String>>> = Mutex::new(Vec::new());
+
+    /// @internal Calls `callback(null, {value, token})` through a
+    /// `JsCallback<TestCallbackPayload, String>` from a runtime task, then
+    /// cancels `token` from Rust (as a dispatch does when it ends). The
+    /// value `"__panic__"` makes the task panic instead.
+    #[napi(
+        js_name = "__testCallCallback",
+        ts_args_type = "callback: (err: null, payload: TestCallbackPayload) => string | Promise<string>, value: string, options?: TestCallbackOptions",
+        ts_return_type = "Promise<TestCallbackResult>"
+    )]
+    pub fn test_call_callback<'env>(
+        env: &'env Env,
+        callback: Function<'_, Unknown<'_>, Unknown<'_>>,
+        value: String,
+        options: Option<TestCallbackOptions>,
+    ) -> napi::Result<PromiseRaw<'env, TestCallbackResult>> {
+        let options = options.unwrap_or_default();
+        let callback: JsCallback<TestCallbackPayload, String> =
+            JsCallback::from_function("testCallback", &callback)?;
+        if options.abort_first.unwrap_or(false) {
+            callback.abort()?;
+        }
+        if options.retain.unwrap_or(false) {
+            RETAINED
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(callback.clone());
+        }
+        let token = tokio_util::sync::CancellationToken::new();
+        error::spawn_promise(env, async move {
+            // Called from another task, as the core does.
+            let call = crate::runtime::spawn(async move {
+                // A bug in a task: logged by the panic hook, a rejection here.
+                assert_ne!(value, "__panic__", "test panic requested");
+                let payload = TestCallbackPayload {
+                    value,
+                    token: CancellationToken::from_inner(token.clone()),
+                };
+                let answer = callback.call(payload).await;
+                let token_cancelled = token.is_cancelled();
+                // Like a dispatch that ends: listeners registered by the
+                // callback then run through the weak threadsafe function.
+                token.cancel();
+                Ok::<_, anyhow::Error>(TestCallbackResult {
+                    value: answer?,
+                    token_cancelled,
+                })
+            });
+            call.await?
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::short_type_name;
+
+    #[test]
+    fn type_names_are_short() {
+        assert_eq!(short_type_name::<String>(), "String");
+        assert_eq!(short_type_name::<Option<Vec<u8>>>(), "Option<Vec<u8>>");
+    }
+}

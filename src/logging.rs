@@ -1,0 +1,115 @@
+//! Logging: one `tracing` subscriber per process, writing to stderr.
+//!
+//! - Filter: the first of `RIVET_LOG_LEVEL`, `LOG_LEVEL`, `RUST_LOG` that is
+//!   set and not empty, else `info` (so that engine start-up progress is
+//!   visible). A value is a level (`trace` … `error`, any case; also the
+//!   pino names `fatal` → `error` and `silent` → `off`) or a full
+//!   `tracing` filter directive such as `info,rivet_envoy_client=debug`.
+//! - Format: `RUST_LOG_FORMAT=json` writes JSON lines; anything else writes
+//!   compact text (colours only when stderr is a terminal).
+
+use std::io::IsTerminal;
+use std::sync::Once;
+
+use tracing_subscriber::EnvFilter;
+
+const LEVEL_VARS: [&str; 3] = ["RIVET_LOG_LEVEL", "LOG_LEVEL", "RUST_LOG"];
+const DEFAULT_FILTER: &str = "info";
+
+static INIT: Once = Once::new();
+
+/// Installs the subscriber once; later calls do nothing. Never fails: a bad
+/// filter falls back to `info` with a warning.
+pub fn init() {
+    INIT.call_once(|| {
+        let (source, raw) = filter_setting(|name| std::env::var(name).ok());
+        let (filter, rejected) = match EnvFilter::try_new(normalize(&raw)) {
+            Ok(filter) => (filter, None),
+            Err(err) => (EnvFilter::new(DEFAULT_FILTER), Some(err)),
+        };
+        let json = std::env::var("RUST_LOG_FORMAT").is_ok_and(|f| f.eq_ignore_ascii_case("json"));
+        let builder = tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr);
+        // Another subscriber of this library's `tracing` copy can only be
+        // ours: ignore "already set".
+        let _ = if json {
+            builder.json().flatten_event(true).with_current_span(false).try_init()
+        } else {
+            builder.compact().with_ansi(std::io::stderr().is_terminal()).try_init()
+        };
+        if let (Some(err), Some(source)) = (rejected, source) {
+            tracing::warn!(variable = source, value = raw, %err, "invalid log filter; using `{DEFAULT_FILTER}`");
+        }
+    });
+}
+
+/// The filter text and the variable it came from (`None`: the default).
+fn filter_setting(get: impl Fn(&str) -> Option<String>) -> (Option<&'static str>, String) {
+    LEVEL_VARS
+        .iter()
+        .find_map(|name| {
+            get(name)
+                .map(|v| v.trim().to_string())
+                .filter(|v| !v.is_empty())
+                .map(|v| (Some(*name), v))
+        })
+        .unwrap_or((None, DEFAULT_FILTER.to_string()))
+}
+
+/// Maps the level names the TypeScript runtime uses onto `tracing` levels.
+fn normalize(raw: &str) -> String {
+    match raw.to_ascii_lowercase().as_str() {
+        "fatal" => "error".to_string(),
+        "silent" => "off".to_string(),
+        level @ ("trace" | "debug" | "info" | "warn" | "error" | "off") => level.to_string(),
+        _ => raw.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn setting(vars: &[(&str, &str)]) -> (Option<&'static str>, String) {
+        filter_setting(|name| {
+            vars.iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| v.to_string())
+        })
+    }
+
+    #[test]
+    fn precedence_and_default() {
+        assert_eq!(setting(&[]), (None, "info".into()));
+        assert_eq!(
+            setting(&[("RUST_LOG", "debug")]),
+            (Some("RUST_LOG"), "debug".into())
+        );
+        assert_eq!(
+            setting(&[("RUST_LOG", "debug"), ("LOG_LEVEL", "warn")]),
+            (Some("LOG_LEVEL"), "warn".into())
+        );
+        assert_eq!(
+            setting(&[
+                ("RUST_LOG", "debug"),
+                ("LOG_LEVEL", "warn"),
+                ("RIVET_LOG_LEVEL", "trace")
+            ]),
+            (Some("RIVET_LOG_LEVEL"), "trace".into())
+        );
+        assert_eq!(
+            setting(&[("RIVET_LOG_LEVEL", " "), ("LOG_LEVEL", "error")]).1,
+            "error"
+        );
+    }
+
+    #[test]
+    fn pino_levels_and_directives() {
+        assert_eq!(normalize("WARN"), "warn");
+        assert_eq!(normalize("fatal"), "error");
+        assert_eq!(normalize("silent"), "off");
+        assert_eq!(normalize("info,hyper=warn"), "info,hyper=warn");
+        assert!(EnvFilter::try_new(normalize("info,hyper=warn")).is_ok());
+    }
+}

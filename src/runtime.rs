@@ -1,0 +1,134 @@
+//! Process-wide set-up of the addon: logging, panic hook and the tokio
+//! runtime that runs every future of the addon.
+//!
+//! Set-up runs once, when Node registers the module (`#[napi(module_exports)]`
+//! runs inside `napi_register_module_v1`, on the JS thread, after the
+//! library is loaded: no threads are started under the dynamic loader's
+//! lock). The runtime is handed to napi-rs with
+//! [`create_custom_tokio_runtime`], so `async fn` exports, promises from
+//! [`crate::error::spawn_promise`] and [`spawn`] all share it.
+//!
+//! Exit: napi-rs registers an environment cleanup hook that shuts this
+//! runtime down when the last Node environment using the addon goes away,
+//! waiting at most 100 ms for its threads; idle or blocked tasks cannot
+//! delay the exit longer. What keeps Node's event loop alive is only what
+//! JavaScript is waiting for (pending promises of the addon); every
+//! threadsafe function of the addon is weak.
+//!
+//! The library never installs a signal handler: shutting down on a signal
+//! is the application's decision.
+
+use std::sync::Once;
+
+use napi::bindgen_prelude::{create_custom_tokio_runtime, Object};
+use napi_derive::napi;
+use tokio::runtime::{Builder, Runtime};
+
+use crate::logging;
+
+/// Environment variable: number of tokio worker threads (default 2).
+pub const WORKER_THREADS_ENV: &str = "RIVETKIT_NATIVE_WORKER_THREADS";
+const DEFAULT_WORKER_THREADS: usize = 2;
+/// Threads for blocking work (`spawn_blocking`); tokio's default is 512.
+const MAX_BLOCKING_THREADS: usize = 64;
+
+static INIT: Once = Once::new();
+
+/// Module registration hook: logging, panic hook, runtime. Idempotent, so
+/// that loading the addon into worker threads does not redo it.
+#[napi(module_exports)]
+pub fn module_init(_exports: Object<'_>) -> napi::Result<()> {
+    INIT.call_once(|| {
+        logging::init();
+        install_panic_hook();
+        match build_runtime() {
+            Ok(runtime) => create_custom_tokio_runtime(runtime),
+            // napi-rs then builds its default runtime on first use.
+            Err(err) => {
+                tracing::error!(%err, "could not build the tokio runtime; using napi-rs' default")
+            }
+        }
+    });
+    Ok(())
+}
+
+/// Number of worker threads from [`WORKER_THREADS_ENV`], default 2.
+pub fn worker_threads() -> usize {
+    parse_worker_threads(std::env::var(WORKER_THREADS_ENV).ok().as_deref())
+}
+
+fn parse_worker_threads(value: Option<&str>) -> usize {
+    match value.map(str::trim).filter(|v| !v.is_empty()) {
+        None => DEFAULT_WORKER_THREADS,
+        Some(v) => match v.parse::<usize>() {
+            Ok(n) if n > 0 => n,
+            _ => {
+                tracing::warn!(value = v, "{WORKER_THREADS_ENV} must be a positive integer; using {DEFAULT_WORKER_THREADS}");
+                DEFAULT_WORKER_THREADS
+            }
+        },
+    }
+}
+
+fn build_runtime() -> std::io::Result<Runtime> {
+    let threads = worker_threads();
+    tracing::debug!(worker_threads = threads, "building the tokio runtime");
+    Builder::new_multi_thread()
+        .worker_threads(threads)
+        .max_blocking_threads(MAX_BLOCKING_THREADS)
+        .thread_name("rivetkit-native")
+        .enable_all()
+        .build()
+}
+
+/// Spawns a task on the addon's runtime, from any thread (also from a
+/// synchronous `#[napi]` method on the JS thread).
+pub fn spawn<F>(future: F) -> tokio::task::JoinHandle<F::Output>
+where
+    F: std::future::Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    match tokio::runtime::Handle::try_current() {
+        Ok(handle) => handle.spawn(future),
+        Err(_) => napi::bindgen_prelude::within_runtime_if_available(|| tokio::spawn(future)),
+    }
+}
+
+/// Logs panics through `tracing` instead of printing them. The panic still
+/// unwinds as usual (napi-rs turns a panic in a task into a rejection): the
+/// hook never aborts the process.
+fn install_panic_hook() {
+    std::panic::set_hook(Box::new(|info| {
+        let message = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "<non-string panic payload>".to_string());
+        let location = info
+            .location()
+            .map(|l| format!("{}:{}:{}", l.file(), l.line(), l.column()))
+            .unwrap_or_default();
+        let thread = std::thread::current();
+        tracing::error!(
+            panic = %message,
+            %location,
+            thread = thread.name().unwrap_or("<unnamed>"),
+            "panic in rivetkit-native: this is a bug in rivetkit-native, please report it"
+        );
+    }));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn worker_threads_parse() {
+        assert_eq!(parse_worker_threads(None), 2);
+        assert_eq!(parse_worker_threads(Some("")), 2);
+        assert_eq!(parse_worker_threads(Some(" 4 ")), 4);
+        assert_eq!(parse_worker_threads(Some("0")), 2);
+        assert_eq!(parse_worker_threads(Some("many")), 2);
+    }
+}
