@@ -25,9 +25,9 @@ export declare class ActorContext {
   /** The generation number (1 for the first start; higher on every wake). */
   generation(): number
   /** Asks the engine to put this actor to sleep. Idempotent. */
-  sleep(): NapiResult<undefined>
+  sleep(): void
   /** Asks the engine to destroy this actor and its data. */
-  destroy(): NapiResult<undefined>
+  destroy(): void
   destroyRequested(): boolean
   /** True once the generation has begun to stop. */
   aborted(): boolean
@@ -58,7 +58,7 @@ export declare class CancellationToken {
 export declare class CoreRegistry {
   constructor()
   /** Registers (or replaces) an actor type. Only before `serve()`. */
-  register(name: string, factory: NapiActorFactory): NapiResult<undefined>
+  register(name: string, factory: NapiActorFactory): void
   /**
    * Connects to the engine and serves until `shutdown()`; resolves when
    * the drain is done. Rejects on a setup failure (engine, runner
@@ -95,6 +95,23 @@ export declare class NapiActorFactory {
  * value `"__panic__"` makes the task panic instead.
  */
 export declare function __testCallCallback(callback: (err: null, payload: TestCallbackPayload) => string | Promise<string>, value: string, options?: TestCallbackOptions): Promise<TestCallbackResult>
+
+/**
+ * The callbacks object given to `NapiActorFactory`, for TypeScript only
+ * (the constructor reads the hooks by name). Every hook is optional and is
+ * called as `hook(null, payload)`; it may return its result or a promise.
+ */
+export interface ActorCallbacks {
+  createState?: (error: null, payload: CreatePayload) => Buffer | Promise<Buffer>
+  onCreate?: (error: null, payload: CreatePayload) => void | Promise<void>
+  onMigrate?: (error: null, payload: MigratePayload) => void | Promise<void>
+  createVars?: (error: null, payload: CtxPayload) => void | Promise<void>
+  onWake?: (error: null, payload: CtxPayload) => void | Promise<void>
+  onBeforeActorStart?: (error: null, payload: CtxPayload) => void | Promise<void>
+  onSleep?: (error: null, payload: CtxPayload) => void | Promise<void>
+  onDestroy?: (error: null, payload: CtxPayload) => void | Promise<void>
+  onRequest?: (error: null, payload: RequestPayload) => JsHttpResponse | Promise<JsHttpResponse>
+}
 
 export interface CreatePayload {
   ctx: ActorContext

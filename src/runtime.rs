@@ -39,6 +39,7 @@ static INIT: Once = Once::new();
 #[napi(module_exports)]
 pub fn module_init(_exports: Object<'_>) -> napi::Result<()> {
     INIT.call_once(|| {
+        disable_error_backtraces();
         logging::init();
         install_panic_hook();
         match build_runtime() {
@@ -50,6 +51,17 @@ pub fn module_init(_exports: Object<'_>) -> napi::Result<()> {
         }
     });
     Ok(())
+}
+
+/// Errors travel as `anyhow::Error`, which captures a backtrace whenever
+/// `RUST_BACKTRACE` is set (and on some machines it always is): tens of MB
+/// for a burst of failing starts. Error paths never need them, so unless the
+/// user asked for library backtraces explicitly, turn them off before any
+/// error is created. Runs on the JS thread before this addon starts threads.
+fn disable_error_backtraces() {
+    if std::env::var_os("RUST_LIB_BACKTRACE").is_none() {
+        std::env::set_var("RUST_LIB_BACKTRACE", "0");
+    }
 }
 
 /// Number of worker threads from [`WORKER_THREADS_ENV`], default 2.

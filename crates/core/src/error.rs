@@ -4,8 +4,9 @@
 //! Errors travel inside `anyhow::Error` chains; [`RivetError::extract`] finds
 //! the first structured error in a chain, or synthesises
 //! `core.internal_error` so that nothing ever reaches a caller unclassified.
-//! Backtraces are never captured on these paths (see `new`): with
-//! `RUST_BACKTRACE=1` an anyhow backtrace per failed start is costly.
+//! anyhow captures a backtrace per error when `RUST_BACKTRACE` is set, which
+//! costs megabytes on a burst of failures; the addon sets
+//! `RUST_LIB_BACKTRACE=0` at load unless the user set it.
 
 use std::fmt;
 
@@ -68,7 +69,7 @@ impl RivetError {
         format!("{}.{}", self.group, self.code)
     }
 
-    /// Converts into an `anyhow::Error` without capturing a backtrace.
+    /// Converts into an `anyhow::Error`.
     pub fn into_anyhow(self) -> anyhow::Error {
         anyhow::Error::new(self)
     }
