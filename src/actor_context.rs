@@ -70,6 +70,12 @@ impl ActorContext {
         spawn_promise(env, async move { rivetkit_native_core::actor::storage::save_record(&ctx).await })
     }
 
+    /// The actor's key-value store, kept apart from the runtime's own data.
+    #[napi]
+    pub fn kv(&self) -> crate::kv::Kv {
+        crate::kv::Kv { ctx: self.inner.clone() }
+    }
+
     /// The generation number (1 for the first start; higher on every wake).
     #[napi]
     pub fn generation(&self) -> u32 {

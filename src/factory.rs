@@ -8,7 +8,10 @@ use napi::bindgen_prelude::Object;
 use napi_derive::napi;
 use rivetkit_native_core::actor::{ActorConfig, ActorFactory};
 
+use crate::error::to_js_error;
 use crate::hooks::JsHooks;
+use napi::Env;
+use rivetkit_native_core::error::catalog;
 
 /// Per-actor configuration. Every field is optional; omitted timeouts take
 /// the reference defaults. Fields rivetkit-native does not use yet are
@@ -97,9 +100,11 @@ pub struct NapiActorFactory {
 #[napi]
 impl NapiActorFactory {
     #[napi(constructor, ts_args_type = "callbacks: ActorCallbacks, config?: JsActorConfig | undefined | null")]
-    pub fn new(callbacks: Object<'_>, config: Option<JsActorConfig>) -> napi::Result<Self> {
+    pub fn new(env: &Env, callbacks: Object<'_>, config: Option<JsActorConfig>) -> napi::Result<Self> {
         let _ = CALLBACKS_TS_TYPE;
-        let hooks = JsHooks::from_object(&callbacks)?;
+        let hooks = JsHooks::from_object(&callbacks).map_err(|err| {
+            to_js_error(env, catalog::invalid_argument(err.reason.clone()).into_anyhow())
+        })?;
         let config = config.unwrap_or_default().into_core();
         Ok(Self { inner: ActorFactory::new(config, Arc::new(hooks)) })
     }

@@ -8,7 +8,8 @@
 use std::collections::HashMap;
 
 use futures::future::{BoxFuture, FutureExt};
-use napi::bindgen_prelude::{Buffer, FromNapiValue, Object};
+use napi::bindgen_prelude::{Buffer, FromNapiValue, JsObjectValue, Object, Unknown};
+use napi::ValueType;
 use napi::sys;
 use napi_derive::napi;
 use rivetkit_native_core::actor::{
@@ -37,6 +38,17 @@ pub struct CreatePayload {
 pub struct MigratePayload {
     pub ctx: ActorContext,
     pub is_new: bool,
+}
+
+#[napi(object, object_from_js = false)]
+pub struct ActionPayload {
+    pub ctx: ActorContext,
+    /// The connection the action came in on; `null` for HTTP actions.
+    #[napi(ts_type = "null")]
+    pub conn: Option<()>,
+    /// The arguments, a CBOR-encoded array.
+    pub args: Buffer,
+    pub cancel_token: CancellationToken,
 }
 
 #[napi(object, object_from_js = false)]
@@ -70,6 +82,7 @@ pub struct JsHooks {
     on_sleep: VoidHook<CtxPayload>,
     on_destroy: VoidHook<CtxPayload>,
     on_request: Option<JsCallback<RequestPayload, Checked<JsHttpResponse>>>,
+    actions: HashMap<String, JsCallback<ActionPayload, Buffer>>,
 }
 
 impl JsHooks {
@@ -86,8 +99,34 @@ impl JsHooks {
             on_sleep: JsCallback::from_property("onSleep", callbacks, "onSleep")?,
             on_destroy: JsCallback::from_property("onDestroy", callbacks, "onDestroy")?,
             on_request: JsCallback::from_property("onRequest", callbacks, "onRequest")?,
+            actions: read_actions(callbacks)?,
         })
     }
+}
+
+fn invalid_argument(message: String) -> napi::Error {
+    napi::Error::new(napi::Status::InvalidArg, message)
+}
+
+/// `callbacks.actions`: `{[name]: fn}`; every entry must be a function.
+fn read_actions(callbacks: &Object<'_>) -> napi::Result<HashMap<String, JsCallback<ActionPayload, Buffer>>> {
+    let value: Unknown<'_> = callbacks.get_named_property("actions")?;
+    match value.get_type()? {
+        ValueType::Undefined | ValueType::Null => return Ok(HashMap::new()),
+        ValueType::Object => {}
+        other => return Err(invalid_argument(format!("`actions` must be an object of functions, got {other}"))),
+    }
+    let actions: Object<'_> = unsafe { value.cast()? };
+    let mut out = HashMap::new();
+    for name in Object::keys(&actions)? {
+        match JsCallback::from_property("action", &actions, &name)? {
+            Some(callback) => {
+                out.insert(name, callback);
+            }
+            None => return Err(invalid_argument(format!("action `{name}` must be a function"))),
+        }
+    }
+    Ok(out)
 }
 
 fn void_call<P: napi::bindgen_prelude::JsValuesTupleIntoVec + Send + 'static>(
@@ -127,6 +166,17 @@ impl ActorHooks for JsHooks {
             LifecycleHook::OnDestroy => &self.on_destroy,
         };
         void_call(callback, || CtxPayload { ctx: js_ctx(ctx) })
+    }
+
+    fn action(&self, ctx: &CoreContext, name: &str, args: Vec<u8>, cancel: CoreToken) -> Option<BoxFuture<'static, anyhow::Result<Vec<u8>>>> {
+        let hook = self.actions.get(name)?.clone();
+        let payload = ActionPayload {
+            ctx: js_ctx(ctx),
+            conn: None,
+            args: Buffer::from(args),
+            cancel_token: CancellationToken::from_inner(cancel),
+        };
+        Some(async move { Ok(hook.call(payload).await?.to_vec()) }.boxed())
     }
 
     fn on_request(&self, ctx: &CoreContext, request: HttpRequest, cancel: CoreToken) -> Option<BoxFuture<'static, anyhow::Result<HttpResponse>>> {
@@ -190,4 +240,7 @@ pub struct ActorCallbacks {
     pub on_destroy: Option<()>,
     #[napi(ts_type = "(error: null, payload: RequestPayload) => JsHttpResponse | Promise<JsHttpResponse>")]
     pub on_request: Option<()>,
+    /// Actions by name; each resolves to its CBOR-encoded output.
+    #[napi(ts_type = "Record<string, (error: null, payload: ActionPayload) => Buffer | Promise<Buffer>>")]
+    pub actions: Option<()>,
 }

@@ -20,5 +20,6 @@ pub mod runtime;
 pub mod actor_context;
 pub mod factory;
 pub mod hooks;
+pub mod kv;
 pub mod registry;
 pub mod types;

@@ -73,6 +73,19 @@ pub trait ActorHooks: Send + Sync + 'static {
         None
     }
 
+    /// The action `name` with CBOR-encoded `args` (an array), resolving to
+    /// the CBOR-encoded output. `None` when no such action is defined.
+    /// `cancel` fires when the core stops waiting (timeout, abort).
+    fn action(
+        &self,
+        _ctx: &ActorContext,
+        _name: &str,
+        _args: Vec<u8>,
+        _cancel: CancellationToken,
+    ) -> Option<BoxFuture<'static, anyhow::Result<Vec<u8>>>> {
+        None
+    }
+
     /// `onRequest({ctx, request, cancelToken})`. `cancel` fires when the core
     /// stops waiting (timeout, abort). `None` when not defined.
     fn on_request(

@@ -23,4 +23,6 @@ pub enum LifecycleCommand {
 /// Client traffic routed to this generation.
 pub enum DispatchCommand {
     Http { request: HttpRequest, reply: Reply<HttpResponse> },
+    /// `args` and the reply are CBOR (opaque to the core).
+    Action { name: String, args: Vec<u8>, reply: Reply<Vec<u8>> },
 }

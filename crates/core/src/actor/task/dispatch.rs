@@ -1,12 +1,14 @@
 //! Client traffic inside the task: the second admission check and the
-//! tracked, time-bounded handling of each request.
+//! tracked, time-bounded handling of each request and action.
 
+use futures::future::BoxFuture;
+use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use super::commands::{DispatchCommand, ShutdownKind};
 use super::{ActorTask, Phase};
 use crate::actor::HttpResponse;
-use crate::error::catalog;
+use crate::error::{catalog, RivetError};
 
 impl ActorTask {
     /// Admission inside the task (spec generations §4, last paragraph).
@@ -25,35 +27,55 @@ impl ActorTask {
     }
 
     pub(super) fn handle_dispatch(&mut self, cmd: DispatchCommand) {
+        let cancel = CancellationToken::new();
         match cmd {
             DispatchCommand::Http { request, reply } => {
                 if let Err(err) = self.admit() {
                     let _ = reply.send(Err(err.context(self.ctx.specifier())));
                     return;
                 }
-                let cancel = CancellationToken::new();
-                let uri = request.uri.clone();
                 let Some(fut) = self.factory.hooks.on_request(&self.ctx, request, cancel.clone()) else {
-                    let _ = reply.send(Ok(not_found(&uri)));
+                    let _ = reply.send(Ok(HttpResponse { status: 404, ..Default::default() }));
                     return;
                 };
                 let timeout = self.factory.config.on_request_timeout;
-                let specifier = self.ctx.specifier();
-                self.inflight.spawn(async move {
-                    // Cancelled when we stop waiting, whatever the reason.
-                    let _cancel_on_exit = cancel.drop_guard();
-                    let result = match tokio::time::timeout(timeout, fut).await {
-                        Ok(result) => result,
-                        Err(_) => Err(catalog::action_timed_out().into_anyhow()),
-                    };
-                    let _ = reply.send(result.map_err(|err| err.context(specifier)));
-                });
+                self.spawn_tracked_reply(fut, timeout, cancel, reply);
+            }
+            DispatchCommand::Action { name, args, reply } => {
+                if let Err(err) = self.admit() {
+                    let _ = reply.send(Err(err.context(self.ctx.specifier())));
+                    return;
+                }
+                let Some(fut) = self.factory.hooks.action(&self.ctx, &name, args, cancel.clone()) else {
+                    let err = RivetError::new("actor", "action_not_found", format!("Action `{name}` was not found."))
+                        .with_metadata(serde_json::json!({ "name": name }));
+                    let _ = reply.send(Err(err.into_anyhow().context(self.ctx.specifier())));
+                    return;
+                };
+                let timeout = self.factory.config.action_timeout;
+                self.spawn_tracked_reply(fut, timeout, cancel, reply);
             }
         }
     }
-}
 
-fn not_found(uri: &str) -> HttpResponse {
-    let _ = uri;
-    HttpResponse { status: 404, headers: Default::default(), body: Vec::new() }
+    /// Runs `fut` as tracked in-flight work bounded by `timeout`
+    /// (`actor.action_timed_out`), cancelling `cancel` when done.
+    fn spawn_tracked_reply<T: Send + 'static>(
+        &mut self,
+        fut: BoxFuture<'static, anyhow::Result<T>>,
+        timeout: std::time::Duration,
+        cancel: CancellationToken,
+        reply: oneshot::Sender<anyhow::Result<T>>,
+    ) {
+        let specifier = self.ctx.specifier();
+        self.inflight.spawn(async move {
+            // Cancelled when we stop waiting, whatever the reason.
+            let _cancel_on_exit = cancel.drop_guard();
+            let result = match tokio::time::timeout(timeout, fut).await {
+                Ok(result) => result,
+                Err(_) => Err(catalog::action_timed_out().into_anyhow()),
+            };
+            let _ = reply.send(result.map_err(|err| err.context(specifier)));
+        });
+    }
 }

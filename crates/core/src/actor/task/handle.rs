@@ -86,6 +86,13 @@ impl ActorTaskHandle {
         rx.await.map_err(|_| catalog::actor_stopping(None).into_anyhow())?
     }
 
+    /// Runs an action; `args` and the output are CBOR.
+    pub async fn action(&self, name: String, args: Vec<u8>) -> anyhow::Result<Vec<u8>> {
+        let (tx, rx) = oneshot::channel();
+        self.dispatch(DispatchCommand::Action { name, args, reply: tx }, "run an action")?;
+        rx.await.map_err(|_| catalog::actor_stopping(None).into_anyhow())?
+    }
+
     fn dispatch(&self, cmd: DispatchCommand, operation: &str) -> anyhow::Result<()> {
         self.dispatch_tx.try_send(cmd).map_err(|err| match err {
             mpsc::error::TrySendError::Full(_) => {
