@@ -3,7 +3,10 @@
 //! Each hook call hands JavaScript a fresh wrapper around the same core
 //! context (an `Arc`), so every method reads live state.
 
-use napi::bindgen_prelude::{Buffer, Function, Object, PromiseRaw, Unknown};
+use napi::bindgen_prelude::{Buffer, Function, Object, Promise, PromiseRaw, Unknown};
+use rivetkit_native_core::actor::save::SaveOptions;
+
+use crate::hooks::Ignored;
 use napi::threadsafe_function::ThreadsafeFunctionCallMode;
 use napi::bindgen_prelude::JsObjectValue;
 use napi::{Env, JsValue};
@@ -23,6 +26,34 @@ impl From<CoreContext> for ActorContext {
     fn from(inner: CoreContext) -> Self {
         Self { inner }
     }
+}
+
+impl ActorContext {
+    /// Holds a keep-awake region until `promise` settles (either way).
+    fn track(&self, promise: Promise<Ignored>) {
+        let ctx = self.inner.clone();
+        let region = ctx.activity().begin();
+        crate::runtime::spawn(async move {
+            let _ = promise.await;
+            ctx.activity().end(region);
+        });
+    }
+}
+
+fn save_options(opts: Option<JsRequestSaveOpts>) -> SaveOptions {
+    let opts = opts.unwrap_or_default();
+    SaveOptions {
+        immediate: opts.immediate.unwrap_or(false),
+        max_wait: opts.max_wait_ms.map(|ms| std::time::Duration::from_millis(ms.max(0.0) as u64)),
+    }
+}
+
+/// Options of `requestSave` / `requestSaveAndWait`.
+#[napi(object)]
+#[derive(Default)]
+pub struct JsRequestSaveOpts {
+    pub immediate: Option<bool>,
+    pub max_wait_ms: Option<f64>,
 }
 
 #[napi]
@@ -74,6 +105,71 @@ impl ActorContext {
     #[napi]
     pub fn kv(&self) -> crate::kv::Kv {
         crate::kv::Kv { ctx: self.inner.clone() }
+    }
+
+    /// Asks for the state to be saved soon (throttled to the actor's save
+    /// interval unless `immediate`, or within `maxWaitMs`).
+    #[napi]
+    pub fn request_save(&self, opts: Option<JsRequestSaveOpts>) {
+        self.inner.request_save(save_options(opts));
+    }
+
+    /// Like `requestSave`, and resolves once a save covering this request
+    /// has been acknowledged by the engine: what the state held before the
+    /// call is then durable.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn request_save_and_wait<'env>(&self, env: &'env Env, opts: Option<JsRequestSaveOpts>) -> napi::Result<PromiseRaw<'env, ()>> {
+        let ctx = self.inner.clone();
+        let options = save_options(opts);
+        spawn_promise(env, async move { ctx.request_save_and_wait(options).await })
+    }
+
+    /// Sets the alarm (ms since the epoch), or clears it with no argument.
+    /// A sleeping actor is woken for it; `onAlarm` runs when it fires.
+    #[napi]
+    pub fn set_alarm(&self, timestamp_ms: Option<f64>) {
+        self.inner.set_alarm(timestamp_ms.map(|ms| ms as i64));
+    }
+
+    /// Opens a keep-awake region; the actor does not sleep until it ends.
+    #[napi]
+    pub fn begin_keep_awake(&self) -> u32 {
+        self.inner.activity().begin()
+    }
+
+    #[napi]
+    pub fn end_keep_awake(&self, region_id: u32) {
+        self.inner.activity().end(region_id);
+    }
+
+    /// Keeps the actor awake until `promise` settles.
+    #[napi(ts_args_type = "promise: Promise<unknown>")]
+    pub fn keep_awake(&self, promise: Promise<Ignored>) {
+        self.track(promise);
+    }
+
+    /// Work the actor waits for before it may sleep or finish stopping.
+    #[napi(ts_args_type = "promise: Promise<unknown>")]
+    pub fn wait_until(&self, promise: Promise<Ignored>) {
+        self.track(promise);
+    }
+
+    /// Same as `waitUntil`: a background task the actor keeps running for.
+    #[napi(ts_args_type = "promise: Promise<unknown>")]
+    pub fn register_task(&self, promise: Promise<Ignored>) {
+        self.track(promise);
+    }
+
+    /// Whether the `run` handler is running.
+    #[napi]
+    pub fn run_handler_active(&self) -> bool {
+        self.inner.run_handler_active()
+    }
+
+    /// Starts the `run` handler again if it has returned.
+    #[napi]
+    pub fn restart_run_handler(&self) {
+        self.inner.restart_run_handler();
     }
 
     /// The generation number (1 for the first start; higher on every wake).

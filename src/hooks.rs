@@ -13,7 +13,7 @@ use napi::ValueType;
 use napi::sys;
 use napi_derive::napi;
 use rivetkit_native_core::actor::{
-    ActorContext as CoreContext, ActorHooks, HttpRequest, HttpResponse, LifecycleHook,
+    ActorContext as CoreContext, ActorHooks, HttpRequest, HttpResponse, LifecycleHook, SerializeReason, StateDelta,
 };
 use rivetkit_native_core::error::catalog;
 use tokio_util::sync::CancellationToken as CoreToken;
@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken as CoreToken;
 use crate::actor_context::ActorContext;
 use crate::cancellation_token::CancellationToken;
 use crate::js_callback::JsCallback;
-use crate::types::{Checked, JsHttpRequest, JsHttpResponse};
+use crate::types::{Checked, JsHttpRequest, JsHttpResponse, StateDeltaPayload};
 
 #[napi(object, object_from_js = false)]
 pub struct CtxPayload {
@@ -38,6 +38,13 @@ pub struct CreatePayload {
 pub struct MigratePayload {
     pub ctx: ActorContext,
     pub is_new: bool,
+}
+
+#[napi(object, object_from_js = false)]
+pub struct SerializePayload {
+    pub ctx: ActorContext,
+    #[napi(ts_type = "'save' | 'inspector'")]
+    pub reason: String,
 }
 
 #[napi(object, object_from_js = false)]
@@ -81,6 +88,9 @@ pub struct JsHooks {
     on_before_actor_start: VoidHook<CtxPayload>,
     on_sleep: VoidHook<CtxPayload>,
     on_destroy: VoidHook<CtxPayload>,
+    on_alarm: VoidHook<CtxPayload>,
+    run: VoidHook<CtxPayload>,
+    serialize_state: Option<JsCallback<SerializePayload, Checked<StateDeltaPayload>>>,
     on_request: Option<JsCallback<RequestPayload, Checked<JsHttpResponse>>>,
     actions: HashMap<String, JsCallback<ActionPayload, Buffer>>,
 }
@@ -98,6 +108,9 @@ impl JsHooks {
             on_before_actor_start: JsCallback::from_property("onBeforeActorStart", callbacks, "onBeforeActorStart")?,
             on_sleep: JsCallback::from_property("onSleep", callbacks, "onSleep")?,
             on_destroy: JsCallback::from_property("onDestroy", callbacks, "onDestroy")?,
+            on_alarm: JsCallback::from_property("onAlarm", callbacks, "onAlarm")?,
+            run: JsCallback::from_property("run", callbacks, "run")?,
+            serialize_state: JsCallback::from_property("serializeState", callbacks, "serializeState")?,
             on_request: JsCallback::from_property("onRequest", callbacks, "onRequest")?,
             actions: read_actions(callbacks)?,
         })
@@ -164,8 +177,22 @@ impl ActorHooks for JsHooks {
             LifecycleHook::OnBeforeActorStart => &self.on_before_actor_start,
             LifecycleHook::OnSleep => &self.on_sleep,
             LifecycleHook::OnDestroy => &self.on_destroy,
+            LifecycleHook::OnAlarm => &self.on_alarm,
+            LifecycleHook::Run => &self.run,
         };
         void_call(callback, || CtxPayload { ctx: js_ctx(ctx) })
+    }
+
+    fn serialize_state(&self, ctx: &CoreContext, reason: SerializeReason) -> Option<BoxFuture<'static, anyhow::Result<StateDelta>>> {
+        let hook = self.serialize_state.clone()?;
+        let payload = SerializePayload { ctx: js_ctx(ctx), reason: reason.as_str().to_string() };
+        Some(
+            async move {
+                let Checked(delta) = hook.call(payload).await?;
+                Ok(StateDelta { state: delta.state.map(|b| b.to_vec()) })
+            }
+            .boxed(),
+        )
     }
 
     fn action(&self, ctx: &CoreContext, name: &str, args: Vec<u8>, cancel: CoreToken) -> Option<BoxFuture<'static, anyhow::Result<Vec<u8>>>> {
@@ -212,7 +239,7 @@ fn into_core_response(response: JsHttpResponse) -> anyhow::Result<HttpResponse> 
         .ok_or_else(|| crate::error::invalid_return("onRequest", &format!("status {status} is not an HTTP status")))?;
     Ok(HttpResponse {
         status,
-        headers: response.headers.unwrap_or_else(HashMap::new),
+        headers: response.headers.unwrap_or_default(),
         body: response.body.map(|b| b.to_vec()).unwrap_or_default(),
     })
 }
@@ -238,6 +265,16 @@ pub struct ActorCallbacks {
     pub on_sleep: Option<()>,
     #[napi(ts_type = "(error: null, payload: CtxPayload) => void | Promise<void>")]
     pub on_destroy: Option<()>,
+    /// The alarm set with `ctx.setAlarm` fired (rivetkit-native extension).
+    #[napi(ts_type = "(error: null, payload: CtxPayload) => void | Promise<void>")]
+    pub on_alarm: Option<()>,
+    /// Long-running work started after the start hooks; it should return
+    /// when `ctx.abortSignal()` aborts (the actor is stopping).
+    #[napi(ts_type = "(error: null, payload: CtxPayload) => void | Promise<void>")]
+    pub run: Option<()>,
+    /// The host's latest state, asked for before every save.
+    #[napi(ts_type = "(error: null, payload: SerializePayload) => StateDeltaPayload | Promise<StateDeltaPayload>")]
+    pub serialize_state: Option<()>,
     #[napi(ts_type = "(error: null, payload: RequestPayload) => JsHttpResponse | Promise<JsHttpResponse>")]
     pub on_request: Option<()>,
     /// Actions by name; each resolves to its CBOR-encoded output.

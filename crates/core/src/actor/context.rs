@@ -6,11 +6,14 @@
 //! when a generation is really finished, the abort signal and the state.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
 
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use super::activity::Activity;
+use super::save::{SaveOptions, SaveRequests};
 use super::{ActorKey, EngineLink};
 use crate::error::{catalog, ActorSpecifier};
 
@@ -32,6 +35,19 @@ struct Inner {
     holds: watch::Sender<usize>,
     state: Mutex<Vec<u8>>,
     link: Arc<dyn EngineLink>,
+    activity: Activity,
+    saves: SaveRequests,
+    save_interval: OnceLock<Duration>,
+    /// The alarm (ms since the epoch), persisted with the actor record.
+    alarm: watch::Sender<Option<i64>>,
+    /// Whether the `run` handler is running; `restart_run` asks the task
+    /// to start it again.
+    run_active: AtomicBool,
+    run_restart: tokio::sync::Notify,
+    /// Which chunk slot holds a large state (storage detail); 255 = none.
+    state_slot: std::sync::atomic::AtomicU8,
+    /// Serializes record writes (throttled saves, `saveState`, final save).
+    write_lock: tokio::sync::Mutex<()>,
 }
 
 /// Identity of a generation, as the engine gives it on start.
@@ -74,6 +90,14 @@ impl ActorContext {
             holds: watch::channel(0).0,
             state: Mutex::new(Vec::new()),
             link,
+            activity: Activity::default(),
+            saves: SaveRequests::default(),
+            save_interval: OnceLock::new(),
+            alarm: watch::channel(None).0,
+            run_active: AtomicBool::new(false),
+            run_restart: tokio::sync::Notify::new(),
+            state_slot: std::sync::atomic::AtomicU8::new(u8::MAX),
+            write_lock: tokio::sync::Mutex::new(()),
         }))
     }
 
@@ -201,6 +225,101 @@ impl ActorContext {
     }
     pub fn set_state(&self, state: Vec<u8>) {
         *self.0.state.lock().unwrap_or_else(|p| p.into_inner()) = state;
+    }
+
+    pub(crate) async fn lock_writes(&self) -> tokio::sync::MutexGuard<'_, ()> {
+        self.0.write_lock.lock().await
+    }
+
+    pub(crate) fn state_slot(&self) -> Option<u8> {
+        Some(self.0.state_slot.load(Ordering::Acquire)).filter(|s| *s != u8::MAX)
+    }
+    pub(crate) fn set_state_slot(&self, slot: u8) {
+        self.0.state_slot.store(slot, Ordering::Release);
+    }
+
+    // --- saves ------------------------------------------------------------
+
+    pub(crate) fn set_save_interval(&self, interval: Duration) {
+        let _ = self.0.save_interval.set(interval);
+    }
+
+    /// `requestSave`: persist soon (throttled). Returns the request's revision.
+    pub fn request_save(&self, options: SaveOptions) -> u64 {
+        let interval = self.0.save_interval.get().copied().unwrap_or(Duration::from_secs(1));
+        self.0.saves.request(options, interval)
+    }
+
+    /// `requestSaveAndWait`: resolves once a save covering this request is
+    /// acknowledged by the engine.
+    pub async fn request_save_and_wait(&self, options: SaveOptions) -> anyhow::Result<()> {
+        if !self.started() && !self.0.abort.is_cancelled() {
+            return Err(catalog::actor_starting().into_anyhow());
+        }
+        let revision = self.request_save(options);
+        self.0.saves.wait_for(revision).await
+    }
+
+    pub(crate) fn saves(&self) -> &SaveRequests {
+        &self.0.saves
+    }
+
+    // --- activity ---------------------------------------------------------
+
+    /// Keep-awake regions and tracked work.
+    pub fn activity(&self) -> &Activity {
+        &self.0.activity
+    }
+
+    // --- run handler ------------------------------------------------------
+
+    pub fn run_handler_active(&self) -> bool {
+        self.0.run_active.load(Ordering::Acquire)
+    }
+    pub(crate) fn set_run_active(&self, active: bool) {
+        self.0.run_active.store(active, Ordering::Release);
+    }
+    /// Starts the `run` handler again if it is not running.
+    pub fn restart_run_handler(&self) {
+        self.0.run_restart.notify_one();
+    }
+    pub(crate) async fn run_restart_requested(&self) {
+        self.0.run_restart.notified().await
+    }
+
+    /// Reports a crash to the engine (the actor is put to sleep and the
+    /// error recorded), e.g. when the `run` handler fails.
+    pub fn stop_with_error(&self, message: String) {
+        if self.0.sleep_requested.swap(true, Ordering::AcqRel) || self.destroy_requested() {
+            return;
+        }
+        self.0.link.report_crash(&self.0.actor_id, self.0.generation, message);
+    }
+
+    // --- alarm ------------------------------------------------------------
+
+    /// The alarm that will wake this actor, if any (ms since the epoch).
+    pub fn alarm(&self) -> Option<i64> {
+        *self.0.alarm.borrow()
+    }
+
+    /// Sets (or clears) the alarm: pushed to the engine, so a sleeping actor
+    /// wakes on time, and persisted with the actor record.
+    pub fn set_alarm(&self, timestamp_ms: Option<i64>) {
+        self.0.alarm.send_replace(timestamp_ms);
+        if !self.is_lost() {
+            self.0.link.set_alarm(&self.0.actor_id, self.0.generation, timestamp_ms);
+        }
+        self.request_save(SaveOptions { immediate: true, max_wait: None });
+    }
+
+    /// Restores the persisted alarm at start without pushing it again.
+    pub(crate) fn restore_alarm(&self, timestamp_ms: Option<i64>) {
+        self.0.alarm.send_replace(timestamp_ms);
+    }
+
+    pub(crate) fn subscribe_alarm(&self) -> watch::Receiver<Option<i64>> {
+        self.0.alarm.subscribe()
     }
 }
 

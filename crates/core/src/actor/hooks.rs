@@ -20,6 +20,11 @@ pub enum LifecycleHook {
     OnBeforeActorStart,
     OnSleep,
     OnDestroy,
+    /// The actor's alarm fired (`setAlarm`); an extension of ours for
+    /// direct users.
+    OnAlarm,
+    /// The long-running `run` handler, started after the start hooks.
+    Run,
 }
 
 impl LifecycleHook {
@@ -30,8 +35,33 @@ impl LifecycleHook {
             LifecycleHook::OnBeforeActorStart => "onBeforeActorStart",
             LifecycleHook::OnSleep => "onSleep",
             LifecycleHook::OnDestroy => "onDestroy",
+            LifecycleHook::OnAlarm => "onAlarm",
+            LifecycleHook::Run => "run",
         }
     }
+}
+
+/// Why the state is serialized.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SerializeReason {
+    Save,
+    Inspector,
+}
+
+impl SerializeReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SerializeReason::Save => "save",
+            SerializeReason::Inspector => "inspector",
+        }
+    }
+}
+
+/// What `serializeState` returns: the state if it changed (and, later,
+/// hibernatable connection changes).
+#[derive(Debug, Clone, Default)]
+pub struct StateDelta {
+    pub state: Option<Vec<u8>>,
 }
 
 /// A raw HTTP request as the actor sees it (path relative to the actor).
@@ -70,6 +100,13 @@ pub trait ActorHooks: Send + Sync + 'static {
 
     /// Any `(ctx) -> ()` hook; `None` when not defined.
     fn lifecycle(&self, _hook: LifecycleHook, _ctx: &ActorContext) -> Option<BoxFuture<'static, anyhow::Result<()>>> {
+        None
+    }
+
+    /// `serializeState({ctx, reason})`: the host's latest state, asked for
+    /// before every save. `None` when not defined (the context's state is
+    /// saved as is).
+    fn serialize_state(&self, _ctx: &ActorContext, _reason: SerializeReason) -> Option<BoxFuture<'static, anyhow::Result<StateDelta>>> {
         None
     }
 

@@ -11,6 +11,9 @@ pub type KvEntries = Vec<(Vec<u8>, Vec<u8>)>;
 pub trait EngineLink: Send + Sync + 'static {
     /// Asks the engine to put this generation to sleep (`ActorIntent::Sleep`).
     fn request_sleep(&self, actor_id: &str, generation: u32);
+    /// Reports a crash: the engine records the error and puts the actor to
+    /// sleep (`ActorIntent::Sleep` with an error).
+    fn report_crash(&self, actor_id: &str, generation: u32, message: String);
     /// Asks the engine to destroy the actor (`ActorIntent::Stop`).
     fn request_destroy(&self, actor_id: &str, generation: u32);
     fn kv_get(&self, actor_id: &str, keys: Vec<Vec<u8>>) -> BoxFuture<'static, anyhow::Result<Vec<Option<Vec<u8>>>>>;
@@ -62,6 +65,9 @@ impl EngineLink for MemoryLink {
     }
     fn request_destroy(&self, _actor_id: &str, _generation: u32) {
         self.destroys.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+    fn report_crash(&self, _actor_id: &str, _generation: u32, _message: String) {
+        self.sleeps.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     }
     fn kv_get(&self, actor_id: &str, keys: Vec<Vec<u8>>) -> BoxFuture<'static, anyhow::Result<Vec<Option<Vec<u8>>>>> {
         let out = self.with_kv(|kv| keys.into_iter().map(|k| kv.get(&(actor_id.to_string(), k)).cloned()).collect());

@@ -5,19 +5,22 @@
 //! periods); the host runtime behind [`ActorHooks`] decides *what* each hook
 //! does. The JavaScript surface is one such runtime; tests use doubles.
 
+pub mod activity;
 pub mod config;
 pub mod context;
 pub mod factory;
 pub mod hooks;
 pub mod key;
+pub mod kv;
 pub mod link;
+pub mod save;
 pub mod storage;
 pub mod task;
 
 pub use config::ActorConfig;
 pub use context::{ActorContext, GenerationHold};
 pub use factory::ActorFactory;
-pub use hooks::{ActorHooks, HttpRequest, HttpResponse, LifecycleHook};
+pub use hooks::{ActorHooks, HttpRequest, HttpResponse, LifecycleHook, SerializeReason, StateDelta};
 pub use key::ActorKey;
 pub use link::EngineLink;
 pub use task::{ActorTaskHandle, ShutdownKind};

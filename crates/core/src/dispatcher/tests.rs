@@ -6,3 +6,4 @@
 mod doubles;
 mod races;
 mod admission;
+mod lifecycle;

@@ -40,6 +40,11 @@ fn stop_reason(reason: protocol::StopActorReason) -> StopReason {
 }
 
 impl EnvoyCallbacks for RegistryCallbacks {
+    fn on_connect(&self, handle: EnvoyHandle) {
+        let changed = super::nodelay::set_nodelay_to(handle.endpoint());
+        tracing::debug!(changed, "TCP_NODELAY set on the engine connection");
+    }
+
     fn on_actor_start(
         &self,
         handle: EnvoyHandle,

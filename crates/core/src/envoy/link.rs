@@ -12,6 +12,11 @@ impl EngineLink for EnvoyLink {
     fn request_sleep(&self, actor_id: &str, generation: u32) {
         self.0.sleep_actor(actor_id.to_string(), Some(generation), None);
     }
+    fn report_crash(&self, actor_id: &str, generation: u32, message: String) {
+        // The engine stores the message; keep it short.
+        let message: String = message.chars().take(1024).collect();
+        self.0.sleep_actor(actor_id.to_string(), Some(generation), Some(message));
+    }
     fn request_destroy(&self, actor_id: &str, generation: u32) {
         self.0.stop_actor(actor_id.to_string(), Some(generation));
     }

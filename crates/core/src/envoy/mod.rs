@@ -6,6 +6,7 @@
 
 mod callbacks;
 mod link;
+pub mod nodelay;
 
 pub use callbacks::RegistryCallbacks;
 pub use link::EnvoyLink;

@@ -5,12 +5,15 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use super::commands::{DispatchCommand, LifecycleCommand, Reply, ShutdownKind};
-use crate::actor::{ActorContext, HttpRequest, HttpResponse};
+use std::sync::Arc;
+
+use crate::actor::{ActorConfig, ActorContext, HttpRequest, HttpResponse};
 use crate::error::{catalog, RivetError};
 
 #[derive(Clone)]
 pub struct ActorTaskHandle {
     ctx: ActorContext,
+    config: Arc<ActorConfig>,
     lifecycle_tx: mpsc::Sender<LifecycleCommand>,
     dispatch_tx: mpsc::Sender<DispatchCommand>,
     dispatch_capacity: usize,
@@ -26,6 +29,7 @@ impl std::fmt::Debug for ActorTaskHandle {
 impl ActorTaskHandle {
     pub(super) fn new(
         ctx: ActorContext,
+        config: Arc<ActorConfig>,
         lifecycle_tx: mpsc::Sender<LifecycleCommand>,
         dispatch_tx: mpsc::Sender<DispatchCommand>,
         dispatch_capacity: usize,
@@ -39,11 +43,16 @@ impl ActorTaskHandle {
             })
             .boxed()
             .shared();
-        Self { ctx, lifecycle_tx, dispatch_tx, dispatch_capacity, joined }
+        Self { ctx, config, lifecycle_tx, dispatch_tx, dispatch_capacity, joined }
     }
 
     pub fn context(&self) -> &ActorContext {
         &self.ctx
+    }
+
+    /// The configuration of this actor's type (limits, timeouts).
+    pub fn config(&self) -> Arc<ActorConfig> {
+        self.config.clone()
     }
 
     /// Same task (pointer equality of the underlying channel).

@@ -13,6 +13,7 @@
 
 mod commands;
 mod dispatch;
+mod persist;
 mod handle;
 mod shutdown;
 mod startup;
@@ -27,7 +28,7 @@ use tokio::time::Instant;
 pub use commands::{DispatchCommand, LifecycleCommand, ShutdownKind};
 pub use handle::ActorTaskHandle;
 
-use super::{ActorContext, ActorFactory, GenerationHold};
+use super::{ActorContext, ActorFactory, GenerationHold, LifecycleHook};
 use crate::error::catalog;
 
 /// How long a lost generation may take to tear down (spec: 2 s).
@@ -57,6 +58,12 @@ pub(crate) struct ActorTask {
     inflight: JoinSet<()>,
     phase: Phase,
     grace: Option<Grace>,
+    /// When the idle actor asks to sleep; `None` while busy.
+    sleep_deadline: Option<Instant>,
+    /// The save under way, if any (one at a time).
+    saving: Option<BoxFuture<'static, ()>>,
+    /// The `run` handler while it runs.
+    run: Option<BoxFuture<'static, anyhow::Result<()>>>,
     _hold: GenerationHold,
 }
 
@@ -65,6 +72,7 @@ pub(crate) struct ActorTask {
 pub fn spawn_actor_task(ctx: ActorContext, factory: ActorFactory, hold: GenerationHold) -> ActorTaskHandle {
     let (lifecycle_tx, lifecycle_rx) = mpsc::channel(LIFECYCLE_QUEUE_CAPACITY);
     let (dispatch_tx, dispatch_rx) = mpsc::channel(factory.config.dispatch_queue_capacity.max(1));
+    ctx.set_save_interval(factory.config.state_save_interval);
     let task = ActorTask {
         ctx: ctx.clone(),
         factory: factory.clone(),
@@ -73,6 +81,9 @@ pub fn spawn_actor_task(ctx: ActorContext, factory: ActorFactory, hold: Generati
         inflight: JoinSet::new(),
         phase: Phase::Loading,
         grace: None,
+        sleep_deadline: None,
+        saving: None,
+        run: None,
         _hold: hold,
     };
     let span = tracing::info_span!("actor", actor_id = %ctx.actor_id(), generation = ctx.generation());
@@ -83,15 +94,22 @@ pub fn spawn_actor_task(ctx: ActorContext, factory: ActorFactory, hold: Generati
         task.run().await;
     };
     let join = tokio::spawn(tracing::Instrument::instrument(run, span));
-    ActorTaskHandle::new(ctx, lifecycle_tx, dispatch_tx, factory.config.dispatch_queue_capacity, join)
+    ActorTaskHandle::new(ctx, factory.config.clone(), lifecycle_tx, dispatch_tx, factory.config.dispatch_queue_capacity, join)
 }
 
 impl ActorTask {
     async fn run(mut self) {
         let lost = self.ctx.lost_token().clone();
+        let mut activity = self.ctx.activity().subscribe();
+        let mut alarm = self.ctx.subscribe_alarm();
         loop {
             let grace_deadline = self.grace.as_ref().map(|g| g.deadline);
             let accepting = matches!(self.phase, Phase::Started | Phase::Grace(_));
+            // Saves also run during destroy grace (unlike the reference), so
+            // a hook that awaits a save there cannot deadlock the shutdown.
+            let save_deadline = self.ctx.saves().deadline().filter(|_| accepting && self.saving.is_none());
+            let alarm_deadline = alarm_instant(*alarm.borrow()).filter(|_| self.phase == Phase::Started);
+            let sleep_deadline = self.sleep_deadline.filter(|_| self.phase == Phase::Started);
             tokio::select! {
                 biased;
                 _ = lost.cancelled() => {
@@ -115,8 +133,12 @@ impl ActorTask {
                         }
                     }
                 },
-                Some(cmd) = self.dispatch_rx.recv(), if accepting => self.handle_dispatch(cmd),
+                Some(cmd) = self.dispatch_rx.recv(), if accepting => {
+                    self.sleep_deadline = None;
+                    self.handle_dispatch(cmd);
+                }
                 Some(_) = self.inflight.join_next(), if !self.inflight.is_empty() => {}
+                _ = activity.changed() => self.sleep_deadline = None,
                 result = poll_grace_hook(&mut self.grace), if self.grace.as_ref().is_some_and(|g| g.hook.is_some()) => {
                     if let Err(err) = result {
                         tracing::warn!(error = %format!("{err:#}"), "stop hook failed");
@@ -125,20 +147,64 @@ impl ActorTask {
                         grace.hook = None;
                     }
                 }
+                _ = poll_opt(&mut self.saving), if self.saving.is_some() => self.saving = None,
+                result = poll_run(&mut self.run), if self.run.is_some() => self.on_run_exit(result),
+                _ = self.ctx.run_restart_requested(), if self.phase == Phase::Started && self.run.is_none() => self.start_run(),
+                _ = self.ctx.saves().changed() => {}
+                _ = sleep_until_opt(save_deadline), if save_deadline.is_some() => self.start_save(),
+                _ = alarm.changed() => {}
+                _ = sleep_until_opt(alarm_deadline), if alarm_deadline.is_some() => self.fire_alarm(),
+                _ = sleep_until_opt(sleep_deadline), if sleep_deadline.is_some() => {
+                    self.sleep_deadline = None;
+                    if self.can_sleep() {
+                        tracing::debug!("idle for the sleep timeout; asking the engine to sleep");
+                        let _ = self.ctx.sleep();
+                    }
+                }
                 _ = sleep_until_opt(grace_deadline), if grace_deadline.is_some() => {
                     tracing::warn!("sleep grace period elapsed; abandoning unfinished work");
                     if let Some(grace) = self.grace.as_mut() {
                         grace.hook = None;
                     }
                     self.inflight.abort_all();
+                    self.saving = None;
+                    self.run = None;
+                    self.ctx.set_run_active(false);
                     self.finish_shutdown().await;
                     return;
                 }
             }
-            if self.grace.as_ref().is_some_and(|g| g.hook.is_none()) && self.inflight.is_empty() {
+            if self.grace.as_ref().is_some_and(|g| g.hook.is_none())
+                && self.inflight.is_empty()
+                && self.saving.is_none()
+                && self.run.is_none()
+                && self.ctx.activity().open_regions() == 0
+            {
                 self.finish_shutdown().await;
                 return;
             }
+            self.arm_sleep_timer();
+        }
+    }
+
+    /// Spec actor-task §5.1: idle means started, sleep allowed, nothing in
+    /// flight and no keep-awake region open.
+    fn can_sleep(&self) -> bool {
+        self.phase == Phase::Started
+            && !self.factory.config.no_sleep
+            && !self.ctx.sleep_requested()
+            && self.inflight.is_empty()
+            && self.run.is_none()
+            && self.ctx.activity().open_regions() == 0
+    }
+
+    /// Arms the idle timer once the actor becomes idle; any activity
+    /// disarms it (it is re-armed, from zero, when the actor is idle again).
+    fn arm_sleep_timer(&mut self) {
+        if !self.can_sleep() {
+            self.sleep_deadline = None;
+        } else if self.sleep_deadline.is_none() {
+            self.sleep_deadline = Some(Instant::now() + self.factory.config.sleep_timeout);
         }
     }
 
@@ -154,10 +220,12 @@ impl ActorTask {
                     Ok(()) => {
                         self.phase = Phase::Started;
                         self.ctx.set_started(true);
+                        self.start_run();
                         let _ = reply.send(Ok(()));
                         ControlFlow::Continue(())
                     }
                     Err(err) => {
+                        self.ctx.saves().abandon(catalog::actor_stopping(Some("the actor failed to start")));
                         let _ = reply.send(Err(err));
                         ControlFlow::Break(())
                     }
@@ -183,6 +251,85 @@ impl ActorTask {
                 ControlFlow::Continue(())
             }
         }
+    }
+
+    /// Starts a save in the background of the loop (one at a time).
+    fn start_save(&mut self) {
+        let ctx = self.ctx.clone();
+        let hooks = self.factory.hooks.clone();
+        let revision = ctx.saves().begin_save();
+        self.saving = Some(Box::pin(async move {
+            let result = persist::save(&ctx, &*hooks).await;
+            if let Err(err) = &result {
+                tracing::warn!(error = %format!("{err:#}"), "state save failed; retrying");
+            }
+            ctx.saves().finish_save(revision, &result);
+        }));
+    }
+
+    /// Starts the `run` handler, if the actor has one.
+    fn start_run(&mut self) {
+        if let Some(fut) = self.factory.hooks.lifecycle(LifecycleHook::Run, &self.ctx) {
+            self.ctx.set_run_active(true);
+            self.run = Some(fut);
+        }
+    }
+
+    /// `run` returned. A failure while started is a crash the engine
+    /// records (the actor is put to sleep); an exit caused by the abort
+    /// signal during a stop is the normal unwind.
+    fn on_run_exit(&mut self, result: anyhow::Result<()>) {
+        self.run = None;
+        self.ctx.set_run_active(false);
+        match result {
+            Ok(()) => tracing::debug!("run handler returned"),
+            Err(err) if self.ctx.aborted() => tracing::debug!(error = %format!("{err:#}"), "run handler ended on abort"),
+            Err(err) => {
+                let e = crate::error::RivetError::extract(&err);
+                tracing::warn!(error = %format!("{err:#}"), "run handler failed; reporting a crash");
+                self.ctx.stop_with_error(format!("{}.{}: {}", e.group, e.code, e.message));
+            }
+        }
+    }
+
+    /// The alarm is due: clear it (persisted) and run `onAlarm` as tracked work.
+    fn fire_alarm(&mut self) {
+        tracing::debug!("alarm fired");
+        self.ctx.set_alarm(None);
+        let Some(fut) = self.factory.hooks.lifecycle(LifecycleHook::OnAlarm, &self.ctx) else {
+            return;
+        };
+        let timeout = self.factory.config.action_timeout;
+        self.inflight.spawn(async move {
+            if let Err(err) = with_timeout("onAlarm", timeout, fut).await {
+                tracing::warn!(error = %format!("{err:#}"), "onAlarm failed");
+            }
+        });
+    }
+}
+
+/// `Instant` of an epoch-ms timestamp (now if it is in the past).
+fn alarm_instant(timestamp_ms: Option<i64>) -> Option<Instant> {
+    let ts = timestamp_ms?;
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0);
+    let delay = u64::try_from(ts.saturating_sub(now_ms)).unwrap_or(0);
+    Some(Instant::now() + Duration::from_millis(delay))
+}
+
+async fn poll_run(run: &mut Option<BoxFuture<'static, anyhow::Result<()>>>) -> anyhow::Result<()> {
+    match run.as_mut() {
+        Some(f) => f.await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn poll_opt(fut: &mut Option<BoxFuture<'static, ()>>) {
+    match fut.as_mut() {
+        Some(f) => f.await,
+        None => std::future::pending().await,
     }
 }
 

@@ -7,7 +7,7 @@ use tokio::time::Instant;
 
 use super::commands::{Reply, ShutdownKind};
 use super::{ActorTask, Grace, Phase, LOST_SHUTDOWN_GRACE_PERIOD};
-use crate::actor::{storage, LifecycleHook};
+use crate::actor::LifecycleHook;
 use crate::error::catalog;
 
 /// The final save may take at least this long, however short the grace.
@@ -44,7 +44,7 @@ impl ActorTask {
             Ok(())
         } else {
             let timeout = MIN_FINAL_SAVE_TIMEOUT.max(self.factory.config.sleep_grace_period);
-            match tokio::time::timeout(timeout, storage::save_record(&self.ctx)).await {
+            match tokio::time::timeout(timeout, super::persist::save(&self.ctx, &*self.factory.hooks)).await {
                 Ok(result) => result,
                 Err(_) => Err(catalog::callback_timed_out("finalSave", timeout.as_millis() as u64).into_anyhow()),
             }
@@ -52,6 +52,13 @@ impl ActorTask {
         if let Err(err) = &result {
             tracing::error!(error = %format!("{err:#}"), "final state save failed");
         }
+        if kind == Some(ShutdownKind::Destroy) && !self.ctx.is_lost() {
+            // A destroyed actor must not be woken by its alarm.
+            self.ctx.link().set_alarm(self.ctx.actor_id(), self.ctx.generation(), None);
+        }
+        // Whoever still waits for a save gets the final save's outcome.
+        let revision = self.ctx.saves().begin_save();
+        self.ctx.saves().finish_save(revision, &result);
         tracing::debug!(?kind, "actor stopped");
         self.reply_to_stops(result);
     }
@@ -72,6 +79,7 @@ impl ActorTask {
             tracing::warn!("in-flight work of a lost generation did not finish in time; aborting it");
             self.inflight.abort_all();
         }
+        self.ctx.saves().abandon(catalog::actor_stopping(Some("the generation was lost before the save")));
         self.reply_to_stops(Ok(()));
         // Commands that raced the lost signal still get an answer.
         self.lifecycle_rx.close();

@@ -34,6 +34,12 @@ async fn run_start_hooks(ctx: ActorContext, factory: ActorFactory) -> anyhow::Re
     let config = &factory.config;
     let record = storage::load_record(&ctx).await?;
     let is_new = !record.as_ref().is_some_and(|r| r.initialized);
+    if let Some(alarm) = record.as_ref().and_then(|r| r.alarm) {
+        // A due alarm fires as soon as the actor has started; a future one
+        // is pushed to the engine again in case this start was not its wake.
+        ctx.restore_alarm(Some(alarm));
+        ctx.link().set_alarm(ctx.actor_id(), ctx.generation(), Some(alarm));
+    }
 
     if let Some(fut) = hooks.on_migrate(&ctx, is_new) {
         with_timeout("onMigrate", config.on_migrate_timeout, fut).await?;

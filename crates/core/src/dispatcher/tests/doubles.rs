@@ -74,6 +74,9 @@ pub struct TestHooks {
     pub wake_gate: Arc<Mutex<Option<Gate>>>,
     pub sleep_gate: Arc<Mutex<Option<Gate>>>,
     pub fail_wake: Arc<Mutex<bool>>,
+    pub request_gate: Arc<Mutex<Option<Gate>>>,
+    /// When set, the actor has a `run` handler that waits for its abort signal.
+    pub has_run: Arc<Mutex<bool>>,
 }
 
 impl TestHooks {
@@ -95,6 +98,14 @@ impl ActorHooks for TestHooks {
         Some(async { Ok(()) }.boxed())
     }
     fn lifecycle(&self, hook: LifecycleHook, ctx: &ActorContext) -> Option<BoxFuture<'static, anyhow::Result<()>>> {
+        if hook == LifecycleHook::Run {
+            if !*self.has_run.lock().unwrap() {
+                return None;
+            }
+            self.record(format!("run:{}", ctx.generation()));
+            let abort = ctx.abort_token().clone();
+            return Some(async move { abort.cancelled().await; Ok(()) }.boxed());
+        }
         self.record(format!("{}:{}", hook.name(), ctx.generation()));
         let gate = match hook {
             LifecycleHook::OnWake => self.wake_gate.lock().unwrap().clone(),
@@ -117,7 +128,16 @@ impl ActorHooks for TestHooks {
     }
     fn on_request(&self, ctx: &ActorContext, request: HttpRequest, _cancel: CancellationToken) -> Option<BoxFuture<'static, anyhow::Result<HttpResponse>>> {
         let body = format!("{} g{}", request.uri, ctx.generation()).into_bytes();
-        Some(async move { Ok(HttpResponse { status: 200, headers: Default::default(), body }) }.boxed())
+        let gate = self.request_gate.lock().unwrap().clone();
+        Some(
+            async move {
+                if let Some(gate) = gate {
+                    gate.pass().await;
+                }
+                Ok(HttpResponse { status: 200, headers: Default::default(), body })
+            }
+            .boxed(),
+        )
     }
 }
 
@@ -130,9 +150,13 @@ pub struct Harness {
 
 impl Harness {
     pub fn new() -> Self {
+        Self::with_config(ActorConfig::default())
+    }
+
+    pub fn with_config(config: ActorConfig) -> Self {
         let hooks = TestHooks::default();
         let gates = StartGates::default();
-        let factory = ActorFactory::new(ActorConfig::default(), Arc::new(hooks.clone()));
+        let factory = ActorFactory::new(config, Arc::new(hooks.clone()));
         let dispatcher = Dispatcher::with_start_gate(HashMap::from([(NAME.to_string(), factory)]), gates.as_start_gate());
         Self { dispatcher, hooks, gates, link: Arc::new(MemoryLink::default()) }
     }

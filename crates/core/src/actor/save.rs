@@ -1,0 +1,157 @@
+//! Save requests: `requestSave` asks the task to persist the state soon
+//! (throttled to one save per `state_save_interval` unless immediate or
+//! bounded by `maxWaitMs`); `requestSaveAndWait` also waits until a save
+//! that began after the request has reached the engine.
+//!
+//! Requests carry a revision; the task records the revision each save
+//! covered, so a waiter knows exactly when its data is durable.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use tokio::sync::{watch, Notify};
+use tokio::time::Instant;
+
+use crate::error::RivetError;
+
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SaveOptions {
+    pub immediate: bool,
+    pub max_wait: Option<Duration>,
+}
+
+/// The outcome of the newest finished save: the revision it covered and its error, if any.
+#[derive(Debug, Clone, Default)]
+pub struct SaveOutcome {
+    pub revision: u64,
+    pub error: Option<RivetError>,
+}
+
+pub struct SaveRequests {
+    pending: Mutex<Pending>,
+    wake: Notify,
+    outcome: watch::Sender<SaveOutcome>,
+}
+
+#[derive(Default)]
+struct Pending {
+    requested: u64,
+    deadline: Option<Instant>,
+    last_save: Option<Instant>,
+}
+
+impl Default for SaveRequests {
+    fn default() -> Self {
+        Self { pending: Mutex::default(), wake: Notify::new(), outcome: watch::channel(SaveOutcome::default()).0 }
+    }
+}
+
+impl SaveRequests {
+    /// Records a request and returns its revision. The deadline is now for
+    /// an immediate request, else one interval after the last save, capped
+    /// by `max_wait`.
+    pub fn request(&self, options: SaveOptions, interval: Duration) -> u64 {
+        let now = Instant::now();
+        let mut p = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        p.requested += 1;
+        let mut deadline = if options.immediate {
+            now
+        } else {
+            p.last_save.map(|t| (t + interval).max(now)).unwrap_or(now + interval)
+        };
+        if let Some(max_wait) = options.max_wait {
+            deadline = deadline.min(now + max_wait);
+        }
+        p.deadline = Some(p.deadline.map_or(deadline, |d| d.min(deadline)));
+        let revision = p.requested;
+        drop(p);
+        self.wake.notify_one();
+        revision
+    }
+
+    /// When the task should save next, if anything is pending.
+    pub fn deadline(&self) -> Option<Instant> {
+        self.pending.lock().unwrap_or_else(|e| e.into_inner()).deadline
+    }
+
+    pub async fn changed(&self) {
+        self.wake.notified().await
+    }
+
+    /// Called by the task as a save begins: takes the pending request and
+    /// returns the revision this save covers.
+    pub fn begin_save(&self) -> u64 {
+        let mut p = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        p.deadline = None;
+        p.last_save = Some(Instant::now());
+        p.requested
+    }
+
+    /// Called by the task when a save finished.
+    pub fn finish_save(&self, revision: u64, result: &anyhow::Result<()>) {
+        let error = result.as_ref().err().map(RivetError::extract);
+        if error.is_some() {
+            // Retry soon: the data is not durable yet.
+            let mut p = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+            p.deadline = Some(Instant::now() + Duration::from_millis(100));
+            drop(p);
+            self.wake.notify_one();
+        }
+        self.outcome.send_modify(|o| {
+            if revision >= o.revision {
+                *o = SaveOutcome { revision, error };
+            }
+        });
+    }
+
+    /// Waits until a save covering `revision` finished; its error if it failed.
+    pub async fn wait_for(&self, revision: u64) -> anyhow::Result<()> {
+        let mut rx = self.outcome.subscribe();
+        let outcome = rx
+            .wait_for(|o| o.revision >= revision)
+            .await
+            .map(|o| o.clone())
+            .map_err(|_| crate::error::catalog::actor_stopping(None).into_anyhow())?;
+        match outcome.error {
+            Some(err) => Err(err.into_anyhow()),
+            None => Ok(()),
+        }
+    }
+
+    /// Fails every waiter (the generation ends without a final save).
+    pub fn abandon(&self, error: RivetError) {
+        let requested = self.pending.lock().unwrap_or_else(|e| e.into_inner()).requested;
+        self.outcome.send_modify(|o| *o = SaveOutcome { revision: requested, error: Some(error) });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn throttles_to_the_interval_unless_immediate_or_bounded() {
+        let s = SaveRequests::default();
+        let interval = Duration::from_secs(1);
+        let start = Instant::now();
+        s.request(SaveOptions::default(), interval);
+        assert_eq!(s.deadline(), Some(start + interval));
+        s.request(SaveOptions { max_wait: Some(Duration::from_millis(100)), ..Default::default() }, interval);
+        assert_eq!(s.deadline(), Some(start + Duration::from_millis(100)));
+        s.request(SaveOptions { immediate: true, ..Default::default() }, interval);
+        assert_eq!(s.deadline(), Some(start));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn waiters_resolve_when_their_revision_is_saved() {
+        let s = std::sync::Arc::new(SaveRequests::default());
+        let rev = s.request(SaveOptions { immediate: true, ..Default::default() }, Duration::from_secs(1));
+        let waiter = {
+            let s = s.clone();
+            tokio::spawn(async move { s.wait_for(rev).await })
+        };
+        let covered = s.begin_save();
+        s.finish_save(covered, &Ok(()));
+        waiter.await.unwrap().unwrap();
+    }
+}

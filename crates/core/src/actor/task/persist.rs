@@ -1,0 +1,30 @@
+//! Writing the actor record: ask the host for its latest state
+//! (`serializeState`), then persist it. Used by throttled saves and by the
+//! final save at shutdown.
+
+use std::time::Duration;
+
+use crate::actor::{storage, ActorContext, ActorHooks, SerializeReason};
+
+/// How long `serializeState` may take before the save goes ahead with the
+/// state the context already has.
+const SERIALIZE_TIMEOUT: Duration = Duration::from_secs(15);
+
+pub(super) async fn save(ctx: &ActorContext, hooks: &dyn ActorHooks) -> anyhow::Result<()> {
+    if ctx.is_lost() {
+        // A lost generation never writes (its successor owns the data).
+        return Ok(());
+    }
+    if let Some(fut) = hooks.serialize_state(ctx, SerializeReason::Save) {
+        match tokio::time::timeout(SERIALIZE_TIMEOUT, fut).await {
+            Ok(Ok(delta)) => {
+                if let Some(state) = delta.state {
+                    ctx.set_state(state);
+                }
+            }
+            Ok(Err(err)) => tracing::warn!(error = %format!("{err:#}"), "serializeState failed; saving the last known state"),
+            Err(_) => tracing::warn!("serializeState timed out; saving the last known state"),
+        }
+    }
+    storage::save_record(ctx).await
+}

@@ -1,0 +1,132 @@
+//! The actor task's timers, on a paused clock: the idle sleep timer and
+//! what keeps an actor awake, throttled and awaited saves, alarms.
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use super::doubles::*;
+use crate::actor::save::SaveOptions;
+use crate::actor::{storage, ActorConfig};
+
+fn sleeps(h: &Harness) -> usize {
+    h.link.sleeps.load(Ordering::SeqCst)
+}
+
+async fn advance(d: Duration) {
+    tokio::time::sleep(d).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn idle_actor_asks_to_sleep_after_the_timeout() {
+    let h = Harness::new();
+    let ctx = h.start(1).await;
+    advance(Duration::from_secs(29)).await;
+    assert_eq!(sleeps(&h), 0);
+    advance(Duration::from_secs(2)).await;
+    assert_eq!(sleeps(&h), 1);
+    assert!(ctx.sleep_requested());
+}
+
+#[tokio::test(start_paused = true)]
+async fn keep_awake_region_defers_sleep_until_it_ends() {
+    let h = Harness::new();
+    let ctx = h.start(1).await;
+    let region = ctx.activity().begin();
+    advance(Duration::from_secs(120)).await;
+    assert_eq!(sleeps(&h), 0);
+    ctx.activity().end(region);
+    advance(Duration::from_secs(29)).await;
+    assert_eq!(sleeps(&h), 0, "the timer restarts from zero when the actor becomes idle");
+    advance(Duration::from_secs(2)).await;
+    assert_eq!(sleeps(&h), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn request_in_flight_defers_sleep() {
+    let h = Harness::new();
+    h.start(1).await;
+    let gate = Gate::new();
+    *h.hooks.request_gate.lock().unwrap() = Some(gate.clone());
+    let handle = h.dispatcher.active_actor("actor").unwrap();
+    let request = tokio::spawn(async move { handle.http(Default::default()).await });
+    gate.entered().await;
+    // Longer than the sleep timeout, shorter than the request timeout (60 s).
+    advance(Duration::from_secs(50)).await;
+    assert_eq!(sleeps(&h), 0);
+    gate.release();
+    request.await.unwrap().unwrap();
+    advance(Duration::from_secs(31)).await;
+    assert_eq!(sleeps(&h), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn no_sleep_actor_never_sleeps() {
+    let h = Harness::with_config(ActorConfig { no_sleep: true, ..Default::default() });
+    h.start(1).await;
+    advance(Duration::from_secs(3600)).await;
+    assert_eq!(sleeps(&h), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn request_save_and_wait_resolves_once_the_state_is_persisted() {
+    let h = Harness::new();
+    let ctx = h.start(1).await;
+    ctx.set_state(b"v2".to_vec());
+    ctx.request_save_and_wait(SaveOptions::default()).await.unwrap();
+    let record = storage::load_record(&ctx).await.unwrap().unwrap();
+    assert_eq!(record.state, b"v2");
+}
+
+#[tokio::test(start_paused = true)]
+async fn saves_are_throttled_to_the_interval() {
+    let h = Harness::new();
+    let ctx = h.start(1).await;
+    ctx.set_state(b"v2".to_vec());
+    ctx.request_save(SaveOptions::default());
+    advance(Duration::from_millis(500)).await;
+    assert_ne!(storage::load_record(&ctx).await.unwrap().unwrap().state, b"v2", "not before the interval");
+    advance(Duration::from_millis(600)).await;
+    assert_eq!(storage::load_record(&ctx).await.unwrap().unwrap().state, b"v2");
+}
+
+#[tokio::test(start_paused = true)]
+async fn alarm_fires_on_time_and_is_cleared() {
+    let h = Harness::new();
+    let ctx = h.start(1).await;
+    let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+    ctx.set_alarm(Some(now_ms + 5_000));
+    advance(Duration::from_millis(4_900)).await;
+    assert!(!h.hooks.calls().contains(&"onAlarm:1".to_string()));
+    advance(Duration::from_millis(200)).await;
+    assert!(h.hooks.calls().contains(&"onAlarm:1".to_string()));
+    assert_eq!(ctx.alarm(), None);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_due_alarm_fires_on_the_next_start() {
+    let h = Harness::new();
+    let one = h.start(1).await;
+    let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+    one.set_alarm(Some(now_ms - 1));
+    // Persisted with the record; a stop before it fires keeps it.
+    let (stop, rx) = stop_handle();
+    h.dispatcher.stop_actor("actor", 1, crate::dispatcher::StopReason::SleepIntent, stop).await.unwrap();
+    assert_eq!(rx.await.unwrap(), Ok(()));
+    h.start(2).await;
+    advance(Duration::from_millis(10)).await;
+    assert!(h.hooks.calls().contains(&"onAlarm:2".to_string()), "{:?}", h.hooks.calls());
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_active_run_handler_keeps_the_actor_awake_and_ends_on_stop() {
+    let h = Harness::new();
+    *h.hooks.has_run.lock().unwrap() = true;
+    let ctx = h.start(1).await;
+    assert!(ctx.run_handler_active());
+    advance(Duration::from_secs(120)).await;
+    assert_eq!(sleeps(&h), 0);
+    let (stop, rx) = stop_handle();
+    h.dispatcher.stop_actor("actor", 1, crate::dispatcher::StopReason::SleepIntent, stop).await.unwrap();
+    assert_eq!(rx.await.unwrap(), Ok(()));
+    assert!(!ctx.run_handler_active());
+}
