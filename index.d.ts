@@ -22,6 +22,37 @@ export declare class ActorContext {
    * acknowledged the write.
    */
   saveState(payload: StateDeltaPayload): Promise<void>
+  /** The actor's key-value store, kept apart from the runtime's own data. */
+  kv(): Kv
+  /**
+   * Asks for the state to be saved soon (throttled to the actor's save
+   * interval unless `immediate`, or within `maxWaitMs`).
+   */
+  requestSave(opts?: JsRequestSaveOpts | undefined | null): void
+  /**
+   * Like `requestSave`, and resolves once a save covering this request
+   * has been acknowledged by the engine: what the state held before the
+   * call is then durable.
+   */
+  requestSaveAndWait(opts?: JsRequestSaveOpts | undefined | null): Promise<void>
+  /**
+   * Sets the alarm (ms since the epoch), or clears it with no argument.
+   * A sleeping actor is woken for it; `onAlarm` runs when it fires.
+   */
+  setAlarm(timestampMs?: number | undefined | null): void
+  /** Opens a keep-awake region; the actor does not sleep until it ends. */
+  beginKeepAwake(): number
+  endKeepAwake(regionId: number): void
+  /** Keeps the actor awake until `promise` settles. */
+  keepAwake(promise: Promise<unknown>): void
+  /** Work the actor waits for before it may sleep or finish stopping. */
+  waitUntil(promise: Promise<unknown>): void
+  /** Same as `waitUntil`: a background task the actor keeps running for. */
+  registerTask(promise: Promise<unknown>): void
+  /** Whether the `run` handler is running. */
+  runHandlerActive(): boolean
+  /** Starts the `run` handler again if it has returned. */
+  restartRunHandler(): void
   /** The generation number (1 for the first start; higher on every wake). */
   generation(): number
   /** Asks the engine to put this actor to sleep. Idempotent. */
@@ -84,6 +115,23 @@ export declare class CoreRegistry {
   health(): Promise<JsRegistryRouteResponse>
 }
 
+export declare class Kv {
+  /** The value stored under `key`, or `null`. */
+  get(key: Buffer): Promise<Buffer | null>
+  put(key: Buffer, value: Buffer): Promise<void>
+  delete(key: Buffer): Promise<void>
+  /** Deletes every key in `[start, end)`; an empty `end` means "to the end". */
+  deleteRange(start: Buffer, end: Buffer): Promise<void>
+  /** Entries whose key starts with `prefix`, in key order. */
+  listPrefix(prefix: Buffer, options?: JsKvListOptions | undefined | null): Promise<Array<JsKvEntry>>
+  /** Entries with `start <= key < end`, in key order. */
+  listRange(start: Buffer, end: Buffer, options?: JsKvListOptions | undefined | null): Promise<Array<JsKvEntry>>
+  /** Values in the order of `keys`; `null` for a missing key. */
+  batchGet(keys: Array<Buffer>): Promise<Array<Buffer | undefined | null>>
+  batchPut(entries: Array<JsKvEntry>): Promise<void>
+  batchDelete(keys: Array<Buffer>): Promise<void>
+}
+
 export declare class NapiActorFactory {
   constructor(callbacks: ActorCallbacks, config?: JsActorConfig | undefined | null)
 }
@@ -95,6 +143,15 @@ export declare class NapiActorFactory {
  * value `"__panic__"` makes the task panic instead.
  */
 export declare function __testCallCallback(callback: (err: null, payload: TestCallbackPayload) => string | Promise<string>, value: string, options?: TestCallbackOptions): Promise<TestCallbackResult>
+
+export interface ActionPayload {
+  ctx: ActorContext
+  /** The connection the action came in on; `null` for HTTP actions. */
+  conn?: null
+  /** The arguments, a CBOR-encoded array. */
+  args: Buffer
+  cancelToken: CancellationToken
+}
 
 /**
  * The callbacks object given to `NapiActorFactory`, for TypeScript only
@@ -110,7 +167,18 @@ export interface ActorCallbacks {
   onBeforeActorStart?: (error: null, payload: CtxPayload) => void | Promise<void>
   onSleep?: (error: null, payload: CtxPayload) => void | Promise<void>
   onDestroy?: (error: null, payload: CtxPayload) => void | Promise<void>
+  /** The alarm set with `ctx.setAlarm` fired (rivetkit-native extension). */
+  onAlarm?: (error: null, payload: CtxPayload) => void | Promise<void>
+  /**
+   * Long-running work started after the start hooks; it should return
+   * when `ctx.abortSignal()` aborts (the actor is stopping).
+   */
+  run?: (error: null, payload: CtxPayload) => void | Promise<void>
+  /** The host's latest state, asked for before every save. */
+  serializeState?: (error: null, payload: SerializePayload) => StateDeltaPayload | Promise<StateDeltaPayload>
   onRequest?: (error: null, payload: RequestPayload) => JsHttpResponse | Promise<JsHttpResponse>
+  /** Actions by name; each resolves to its CBOR-encoded output. */
+  actions?: Record<string, (error: null, payload: ActionPayload) => Buffer | Promise<Buffer>>
 }
 
 export interface CreatePayload {
@@ -189,11 +257,29 @@ export interface JsHttpResponse {
   stream?: boolean
 }
 
+/** A key-value entry returned from KV list operations. */
+export interface JsKvEntry {
+  key: Buffer
+  value: Buffer
+}
+
+/** Options for KV list operations. */
+export interface JsKvListOptions {
+  reverse?: boolean
+  limit?: number
+}
+
 /** A registry route answer (`health`, `metadata`, `metrics`). */
 export interface JsRegistryRouteResponse {
   status: number
   headers: Record<string, string>
   body: Buffer
+}
+
+/** Options of `requestSave` / `requestSaveAndWait`. */
+export interface JsRequestSaveOpts {
+  immediate?: boolean
+  maxWaitMs?: number
 }
 
 /**
@@ -243,6 +329,11 @@ export interface RequestPayload {
   ctx: ActorContext
   request: JsHttpRequest
   cancelToken: CancellationToken
+}
+
+export interface SerializePayload {
+  ctx: ActorContext
+  reason: 'save' | 'inspector'
 }
 
 /** One hibernatable connection's persisted bytes. */

@@ -838,5 +838,6 @@ module.exports = nativeBinding
 module.exports.ActorContext = nativeBinding.ActorContext
 module.exports.CancellationToken = nativeBinding.CancellationToken
 module.exports.CoreRegistry = nativeBinding.CoreRegistry
+module.exports.Kv = nativeBinding.Kv
 module.exports.NapiActorFactory = nativeBinding.NapiActorFactory
 module.exports.__testCallCallback = nativeBinding.__testCallCallback

@@ -150,9 +150,16 @@ where
             .map_err(|err| self.call_failed(err))?;
         let converted = match returned {
             Returned::Ready(converted) => converted,
-            Returned::Pending(promise) => promise
-                .await
-                .map_err(|err| error::from_js_error(self.name, err))?,
+            Returned::Pending(promise) => match promise.await {
+                Ok(converted) => converted,
+                // napi-rs drops its settle callbacks when the garbage
+                // collector frees a promise nothing references, which only
+                // happens to a promise that can never settle. Wait like it
+                // would, so the caller's timeout answers (e.g. 408), not a
+                // spurious failure.
+                Err(err) if err.reason == PROMISE_COLLECTED => std::future::pending().await,
+                Err(err) => return Err(error::from_js_error(self.name, err)),
+            },
         };
         converted
             .0
@@ -197,6 +204,10 @@ where
         })
     }
 }
+
+/// The error napi-rs reports for a promise whose settle callbacks were
+/// dropped (the promise was garbage-collected without settling).
+const PROMISE_COLLECTED: &str = "oneshot canceled";
 
 /// What the function returned, read on the JS thread: a value already
 /// converted, or a promise whose resolution will be.

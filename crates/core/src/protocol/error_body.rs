@@ -1,9 +1,12 @@
 //! How a structured error is shown to an HTTP client (spec http-routing
 //! §3.4, §6.3; errors §3): masking of non-public errors, the framework and
-//! raw-route status tables, and the JSON body.
+//! raw-route status tables, and the body in each encoding.
 
 use serde_json::{json, Value};
 
+use super::bare;
+use super::cbor_json::to_cbor;
+use super::encoding::Encoding;
 use crate::error::RivetError;
 
 const MASKED_MESSAGE: &str = "An internal error occurred";
@@ -57,6 +60,21 @@ pub fn framework_json(err: &RivetError) -> Value {
     body
 }
 
+/// The framework error body in `encoding`, after masking: JSON as
+/// [`framework_json`], CBOR the same map, BARE an `HttpResponseError` (v4)
+/// whose metadata is the CBOR of the metadata JSON.
+pub fn framework_body(encoding: Encoding, err: &RivetError) -> anyhow::Result<Vec<u8>> {
+    match encoding {
+        Encoding::Json => Ok(serde_json::to_vec(&framework_json(err))?),
+        Encoding::Cbor => to_cbor(&framework_json(err)),
+        Encoding::Bare => {
+            let view = client_view(err);
+            let metadata = view.metadata.as_ref().map(to_cbor).transpose()?;
+            bare::encode_http_response_error(&view.group, &view.code, &view.message, metadata, view.actor.as_ref())
+        }
+    }
+}
+
 /// `{group, code, message, metadata: null}` after masking (raw routes).
 pub fn raw_json(err: &RivetError) -> Value {
     let view = client_view(err);
@@ -66,7 +84,10 @@ pub fn raw_json(err: &RivetError) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::catalog;
+    use crate::error::{catalog, ActorSpecifier};
+    use crate::protocol::cbor_json::from_cbor;
+    use rivetkit_client_protocol::versioned::HttpResponseError;
+    use vbare::OwnedVersionedData;
 
     #[test]
     fn internal_errors_are_masked_but_keep_identity() {
@@ -83,5 +104,71 @@ mod tests {
         assert_eq!(body["metadata"]["resource"], "route");
         assert_eq!(framework_status(&err), 404);
         assert_eq!(raw_json(&err)["metadata"], Value::Null);
+    }
+
+    fn spec() -> ActorSpecifier {
+        ActorSpecifier { actor_id: "abc".into(), generation: 9, key: Some("user/1".into()) }
+    }
+
+    #[test]
+    fn body_in_each_encoding() {
+        let err = catalog::action_timed_out().with_actor(spec());
+        let expected = json!({
+            "group": "actor", "code": "action_timed_out", "message": "Action timed out",
+            "actor": {"actorId": "abc", "generation": 9, "key": "user/1"},
+        });
+        let body = framework_body(Encoding::Json, &err).unwrap();
+        assert_eq!(serde_json::from_slice::<Value>(&body).unwrap(), expected);
+        let body = framework_body(Encoding::Cbor, &err).unwrap();
+        assert_eq!(from_cbor::<Value>(&body).unwrap(), expected);
+        let body = framework_body(Encoding::Bare, &err).unwrap();
+        let e = HttpResponseError::deserialize_with_embedded_version(&body).unwrap();
+        assert_eq!((e.group.as_str(), e.code.as_str(), e.message.as_str()), ("actor", "action_timed_out", "Action timed out"));
+        assert_eq!(e.metadata, None);
+        let a = e.actor.unwrap();
+        assert_eq!((a.actor_id.as_str(), a.generation.0, a.key.as_deref()), ("abc", 9, Some("user/1")));
+    }
+
+    #[test]
+    fn bare_metadata_is_cbor_of_the_json() {
+        let err = RivetError::new("actor", "method_not_allowed", "Method not allowed")
+            .with_metadata(json!({"method": "GET", "path": "/action/x"}));
+        let body = framework_body(Encoding::Bare, &err).unwrap();
+        let e = HttpResponseError::deserialize_with_embedded_version(&body).unwrap();
+        assert_eq!(from_cbor::<Value>(&e.metadata.unwrap()).unwrap(), json!({"method": "GET", "path": "/action/x"}));
+        assert!(e.actor.is_none());
+    }
+
+    #[test]
+    fn masking_applies_in_every_encoding() {
+        let err = RivetError::new("napi", "invalid_state", "secret").with_metadata(json!({"x": 1}));
+        for encoding in [Encoding::Json, Encoding::Cbor] {
+            let body = framework_body(encoding, &err).unwrap();
+            let value: Value = if encoding == Encoding::Json {
+                serde_json::from_slice(&body).unwrap()
+            } else {
+                from_cbor(&body).unwrap()
+            };
+            assert_eq!(value, json!({"group": "napi", "code": "invalid_state", "message": MASKED_MESSAGE}));
+        }
+        let body = framework_body(Encoding::Bare, &err).unwrap();
+        let e = HttpResponseError::deserialize_with_embedded_version(&body).unwrap();
+        assert_eq!((e.group.as_str(), e.message.as_str(), e.metadata), ("napi", MASKED_MESSAGE, None));
+    }
+
+    #[test]
+    fn status_table() {
+        let status = |g: &str, c: &str| framework_status(&RivetError::new(g, c, ""));
+        assert_eq!(status("auth", "forbidden"), 403);
+        assert_eq!(status("actor", "action_not_found"), 404);
+        assert_eq!(status("actor", "method_not_allowed"), 405);
+        assert_eq!(status("actor", "action_timed_out"), 408);
+        assert_eq!(status("actor", "invalid_request"), 400);
+        assert_eq!(status("message", "incoming_too_long"), 400);
+        assert_eq!(status("message", "outgoing_too_long"), 400);
+        assert_eq!(status("queue", "anything"), 400);
+        assert_eq!(status("user", "boom"), 500);
+        assert_eq!(status("actor", "stopping"), 500);
+        assert_eq!(status("core", "internal_error"), 500);
     }
 }

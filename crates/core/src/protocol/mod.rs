@@ -1,3 +1,11 @@
-//! Wire formats shared with clients.
+//! Wire formats shared with clients: the encoding a request selects, CBOR ⇄
+//! JSON conversion, vbare framing of client-protocol messages, HTTP action
+//! bodies and error bodies.
 
+pub mod action;
+pub mod bare;
+pub mod cbor_json;
+pub mod encoding;
 pub mod error_body;
+
+pub use encoding::Encoding;

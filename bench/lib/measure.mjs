@@ -1,0 +1,33 @@
+// One measured window: client latencies from a load run, plus the CPU the
+// host (over IPC) and the engine (from /proc) used during it.
+
+import { run } from "./load.mjs";
+import { processCpuMs } from "./proc.mjs";
+import { summarize } from "./stats.mjs";
+
+/**
+ * Runs `op` under `load` ({total, inFlight, deadlineMs}) and returns a row:
+ * `{ops, errors, firstError, p50, p90, p99, max, perSecond, hostCpuMsPerOp,
+ * engineCpuMsPerOp, hostRssMb}`.
+ */
+export async function measure({ host, enginePid, load }, op) {
+	const hostBefore = await host.cpu();
+	const engineBefore = processCpuMs(enginePid);
+	const result = await run(load, op);
+	const hostAfter = await host.cpu();
+	const engineAfter = processCpuMs(enginePid);
+
+	const ops = result.latencies.length;
+	const hostCpuMs = hostAfter.userMs + hostAfter.systemMs - (hostBefore.userMs + hostBefore.systemMs);
+	const engineCpuMs = engineBefore === null || engineAfter === null ? Number.NaN : engineAfter - engineBefore;
+	return {
+		ops,
+		errors: result.errors.length,
+		firstError: result.errors[0]?.message,
+		...summarize(result.latencies),
+		perSecond: (ops * 1000) / result.wallMs,
+		hostCpuMsPerOp: hostCpuMs / (ops || 1),
+		engineCpuMsPerOp: engineCpuMs / (ops || 1),
+		hostRssMb: hostAfter.rssBytes / (1024 * 1024),
+	};
+}

@@ -1,0 +1,65 @@
+//! `POST /action/<name>` (spec http-routing §3.2): method, size and body
+//! checks, dispatch to the actor task (which bounds it by the action
+//! timeout), and the response in the request's encoding.
+
+use rivet_envoy_client::config::{HttpRequest as EnvoyRequest, HttpResponse as EnvoyResponse};
+
+use super::response;
+use super::route::path_without_query;
+use crate::actor::ActorTaskHandle;
+use crate::error::RivetError;
+use crate::protocol::action::{conn_params, decode_args, encode_output, CONN_PARAMS_HEADER};
+use crate::protocol::encoding::header;
+use crate::protocol::Encoding;
+
+const BAD_REQUEST: u16 = 400;
+
+pub(super) async fn handle(
+    handle: &ActorTaskHandle,
+    request: &EnvoyRequest,
+    name: String,
+    body: Vec<u8>,
+    encoding: Encoding,
+) -> anyhow::Result<EnvoyResponse> {
+    let actor = handle.context().specifier();
+    let fail = |err: anyhow::Error, status: Option<u16>| response::framework_error(encoding, &err, status, Some(&actor));
+
+    if request.method != "POST" {
+        return fail(method_not_allowed(&request.method, &request.path).into_anyhow(), None);
+    }
+    let config = handle.config();
+    if body.len() > config.max_incoming_message_size {
+        return fail(incoming_too_long().into_anyhow(), Some(BAD_REQUEST));
+    }
+    let args = match decode_args(encoding, &body) {
+        Ok(args) => args,
+        Err(err) => return fail(err.context("decode HTTP action request"), Some(BAD_REQUEST)),
+    };
+    // Validated now; passed to the transient connection once connections exist.
+    if let Err(err) = conn_params(header(&request.headers, CONN_PARAMS_HEADER)) {
+        return fail(err.context("decode HTTP action connection params"), Some(BAD_REQUEST));
+    }
+    let output = match handle.action(name, args).await {
+        Ok(output) => output,
+        Err(err) => return fail(err, None),
+    };
+    let body = encode_output(encoding, output)?;
+    if body.len() > config.max_outgoing_message_size {
+        return fail(outgoing_too_long().into_anyhow(), Some(BAD_REQUEST));
+    }
+    Ok(response::bytes(200, encoding.content_type(), body))
+}
+
+/// `actor.method_not_allowed` with `{method, path}` (path without query).
+pub(super) fn method_not_allowed(method: &str, path: &str) -> RivetError {
+    RivetError::new("actor", "method_not_allowed", "Method not allowed")
+        .with_metadata(serde_json::json!({ "method": method, "path": path_without_query(path) }))
+}
+
+fn incoming_too_long() -> RivetError {
+    RivetError::new("message", "incoming_too_long", "Incoming message too long")
+}
+
+fn outgoing_too_long() -> RivetError {
+    RivetError::new("message", "outgoing_too_long", "Outgoing message too long")
+}

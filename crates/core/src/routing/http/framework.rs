@@ -1,0 +1,56 @@
+//! Framework routes (spec http-routing §1 step 4, §3, §4): admission, then
+//! the action, queue, root, health, metadata and not-found handlers. Every
+//! error is a structured body in the request's encoding.
+
+use rivet_envoy_client::config::{HttpRequest as EnvoyRequest, HttpResponse as EnvoyResponse};
+
+use super::action::{self, method_not_allowed};
+use super::response;
+use super::route::Route;
+use crate::dispatcher::Dispatcher;
+use crate::error::{catalog, RivetError};
+use crate::protocol::Encoding;
+
+const ROOT_TEXT: &str = "This is an RivetKit actor.\n\nLearn more at https://rivetkit.org";
+
+/// `/metadata` reports the version of the reference core whose behaviour
+/// this crate implements (spec http-routing §4), as the reference reports
+/// its own crate version.
+const REFERENCE_CORE_VERSION: &str = "2.3.24-rc.1";
+
+pub(super) async fn handle(
+    dispatcher: &Dispatcher,
+    actor_id: &str,
+    request: EnvoyRequest,
+    route: Route,
+    body: Vec<u8>,
+) -> anyhow::Result<EnvoyResponse> {
+    let encoding = Encoding::from_headers(&request.headers);
+    let handle = match dispatcher.active_actor(actor_id) {
+        Ok(handle) => handle,
+        Err(err) => return response::framework_error(encoding, &err, None, None),
+    };
+    let actor = handle.context().specifier();
+    let error = |err: RivetError| response::framework_error(encoding, &err.into_anyhow(), None, Some(&actor));
+    let get = request.method == "GET";
+    let mut response = match route {
+        Route::Action(name) => action::handle(&handle, &request, name, body, encoding).await?,
+        Route::Queue(_) => error(catalog::unsupported("queues"))?,
+        Route::Root if get => response::text(200, ROOT_TEXT),
+        Route::Health if get => response::text(200, "ok"),
+        Route::Metadata if get => response::json(200, &metadata_body()),
+        Route::Root | Route::Health | Route::Metadata => error(method_not_allowed(&request.method, &request.path))?,
+        Route::NotFound(path) => error(
+            RivetError::new("actor", "not_found", format!("Actor route '{path}' was not found."))
+                .with_metadata(serde_json::json!({ "resource": "route", "id": path })),
+        )?,
+        Route::Raw(_) => error(catalog::invalid_state("raw route sent to the framework handler"))?,
+    };
+    response::attach_actor_headers(&mut response, &actor);
+    Ok(response)
+}
+
+fn metadata_body() -> serde_json::Value {
+    let kind = if std::env::var("NODE_ENV").as_deref() == Ok("production") { "deployed" } else { "local" };
+    serde_json::json!({ "runtime": "rivetkit", "version": REFERENCE_CORE_VERSION, "type": kind })
+}

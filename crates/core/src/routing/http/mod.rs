@@ -1,0 +1,47 @@
+//! Gateway HTTP → actor (spec http-routing §1–§5).
+//!
+//! [`handle_fetch`] classifies the path ([`route`]), buffers the body and
+//! hands the request to the raw handler (`/request[/…]` → `onRequest`) or to
+//! the framework handler (actions, queues, `/`, `/health`, `/metadata`, a
+//! structured 404). Every routed response carries the actor headers.
+
+mod action;
+mod framework;
+mod raw;
+mod response;
+mod route;
+#[cfg(test)]
+mod tests;
+
+use rivet_envoy_client::config::{HttpRequest as EnvoyRequest, HttpResponse as EnvoyResponse};
+
+use crate::dispatcher::Dispatcher;
+use route::Route;
+
+/// The engine forwards at most 20 MiB; a streamed body past that is refused.
+pub const MAX_BUFFERED_BODY: usize = 20 * 1024 * 1024;
+
+/// Answers one gateway request for `actor_id`. An `Err` (an undecodable
+/// action or queue name, a failed body stream) becomes the envoy's 500
+/// `envoy.fetch_failed`.
+pub async fn handle_fetch(dispatcher: &Dispatcher, actor_id: &str, mut request: EnvoyRequest) -> anyhow::Result<EnvoyResponse> {
+    let body = collect_body(&mut request).await?;
+    let route = Route::classify(&request.path)?;
+    match route {
+        Route::Raw(uri) => raw::handle(dispatcher, actor_id, request, uri, body).await,
+        route => framework::handle(dispatcher, actor_id, request, route, body).await,
+    }
+}
+
+async fn collect_body(request: &mut EnvoyRequest) -> anyhow::Result<Vec<u8>> {
+    let mut body = request.body.take().unwrap_or_default();
+    if let Some(mut stream) = request.body_stream.take() {
+        while let Some(chunk) = stream.recv().await.map_err(|e| anyhow::anyhow!("request body stream failed: {e:?}"))? {
+            if body.len() + chunk.len() > MAX_BUFFERED_BODY {
+                anyhow::bail!("request body exceeds {MAX_BUFFERED_BODY} bytes");
+            }
+            body.extend_from_slice(&chunk);
+        }
+    }
+    Ok(body)
+}
