@@ -43,6 +43,10 @@ impl EnvoyCallbacks for RegistryCallbacks {
     fn on_connect(&self, handle: EnvoyHandle) {
         let changed = super::nodelay::set_nodelay_to(handle.endpoint());
         tracing::debug!(changed, "TCP_NODELAY set on the engine connection");
+        if std::env::var("RIVETKIT_ENGINE_QUICKACK").as_deref() != Ok("0") {
+            let endpoint = handle.endpoint().to_string();
+            self.dispatcher.tracker().spawn(super::nodelay::keep_quickack(endpoint, move || handle.is_stopped()));
+        }
     }
 
     fn on_actor_start(

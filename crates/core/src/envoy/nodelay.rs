@@ -1,4 +1,5 @@
-//! Turns Nagle's algorithm off on the envoy's connection to the engine.
+//! Latency tuning of the envoy's connection to the engine: Nagle off on
+//! our side, quick ACKs for the engine's side.
 //!
 //! `rivet-envoy-client` opens its WebSocket with Nagle left on. Every
 //! gateway request and WebSocket message travels over that one connection,
@@ -14,9 +15,40 @@ use std::net::SocketAddr;
 /// (`http://host:port`). Returns how many sockets were changed.
 pub fn set_nodelay_to(endpoint: &str) -> usize {
     match resolve(endpoint) {
-        Some(peers) => imp::set_nodelay(&peers),
+        Some(peers) => imp::set_option(&peers, libc_opt::NODELAY),
         None => 0,
     }
+}
+
+/// The engine also writes small frames with Nagle on (a request's start
+/// and its body), so its second frame waits for our ACK, which the kernel
+/// delays by up to 40 ms while we have nothing to send. `TCP_QUICKACK`
+/// makes the kernel ACK at once, but Linux leaves quick-ack mode again by
+/// itself, so it must be re-applied: this keeps doing so every few
+/// milliseconds (one `readlink` and one `setsockopt`) until `stop` fires or
+/// the connection closes. Returns at once where unsupported.
+pub async fn keep_quickack(endpoint: String, stop: impl Fn() -> bool) {
+    const PERIOD: std::time::Duration = std::time::Duration::from_millis(5);
+    let Some(peers) = resolve(&endpoint) else { return };
+    let sockets = imp::sockets_to(&peers);
+    if sockets.is_empty() {
+        return;
+    }
+    let mut tick = tokio::time::interval(PERIOD);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    loop {
+        tick.tick().await;
+        if stop() || !sockets.iter().any(|s| imp::quickack(*s)) {
+            return;
+        }
+    }
+}
+
+mod libc_opt {
+    #[cfg(target_os = "linux")]
+    pub const NODELAY: i32 = libc::TCP_NODELAY;
+    #[cfg(not(target_os = "linux"))]
+    pub const NODELAY: i32 = 0;
 }
 
 fn resolve(endpoint: &str) -> Option<Vec<SocketAddr>> {
@@ -32,7 +64,7 @@ mod imp {
     use std::collections::HashSet;
     use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
-    pub fn set_nodelay(peers: &[SocketAddr]) -> usize {
+    pub fn set_option(peers: &[SocketAddr], option: i32) -> usize {
         let inodes = socket_inodes_to(peers);
         if inodes.is_empty() {
             return 0;
@@ -59,7 +91,7 @@ mod imp {
                 libc::setsockopt(
                     fd,
                     libc::IPPROTO_TCP,
-                    libc::TCP_NODELAY,
+                    option,
                     &one as *const _ as *const libc::c_void,
                     std::mem::size_of::<libc::c_int>() as libc::socklen_t,
                 )
@@ -69,6 +101,47 @@ mod imp {
             }
         }
         changed
+    }
+
+    /// `(fd, inode)` of this process's sockets connected to `peers`.
+    pub fn sockets_to(peers: &[SocketAddr]) -> Vec<(i32, u64)> {
+        let inodes = socket_inodes_to(peers);
+        let Ok(fds) = std::fs::read_dir("/proc/self/fd") else { return Vec::new() };
+        fds.flatten()
+            .filter_map(|entry| {
+                let inode = socket_inode(&entry.path())?;
+                let fd = entry.file_name().to_str()?.parse().ok()?;
+                inodes.contains(&inode).then_some((fd, inode))
+            })
+            .collect()
+    }
+
+    fn socket_inode(path: &std::path::Path) -> Option<u64> {
+        std::fs::read_link(path)
+            .ok()?
+            .to_str()?
+            .strip_prefix("socket:[")?
+            .strip_suffix(']')?
+            .parse()
+            .ok()
+    }
+
+    /// Sets `TCP_QUICKACK` if `fd` still is the same socket; false once it is gone.
+    pub fn quickack((fd, inode): (i32, u64)) -> bool {
+        if socket_inode(std::path::Path::new(&format!("/proc/self/fd/{fd}"))) != Some(inode) {
+            return false;
+        }
+        let one: libc::c_int = 1;
+        let rc = unsafe {
+            libc::setsockopt(
+                fd,
+                libc::IPPROTO_TCP,
+                libc::TCP_QUICKACK,
+                &one as *const _ as *const libc::c_void,
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        rc == 0
     }
 
     /// Inodes of established TCP sockets whose remote end is one of `peers`.
@@ -137,7 +210,7 @@ mod imp {
             let addr = listener.local_addr().unwrap();
             let stream = std::net::TcpStream::connect(addr).unwrap();
             assert!(!stream.nodelay().unwrap());
-            assert!(set_nodelay(&[addr]) >= 1);
+            assert!(set_option(&[addr], libc::TCP_NODELAY) >= 1);
             assert!(stream.nodelay().unwrap());
         }
     }
@@ -145,7 +218,13 @@ mod imp {
 
 #[cfg(not(target_os = "linux"))]
 mod imp {
-    pub fn set_nodelay(_peers: &[std::net::SocketAddr]) -> usize {
+    pub fn set_option(_peers: &[std::net::SocketAddr], _option: i32) -> usize {
         0
+    }
+    pub fn sockets_to(_peers: &[std::net::SocketAddr]) -> Vec<(i32, u64)> {
+        Vec::new()
+    }
+    pub fn quickack(_socket: (i32, u64)) -> bool {
+        false
     }
 }
