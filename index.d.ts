@@ -53,6 +53,18 @@ export declare class ActorContext {
   runHandlerActive(): boolean
   /** Starts the `run` handler again if it has returned. */
   restartRunHandler(): void
+  /** The live connections. */
+  conns(): Array<ConnHandle>
+  /** Sends an event to every connection subscribed to `name`. */
+  broadcast(name: string, args: Buffer): void
+  /**
+   * A connection without a socket (RivetKit uses one per raw HTTP
+   * request): the connect hooks run and it is registered until
+   * `conn.disconnect()`.
+   */
+  connectConn(params: Buffer, request?: JsHttpRequest | undefined | null): Promise<ConnHandle>
+  /** Disconnects the connection `id` (no-op if it is gone). */
+  disconnectConn(id: string): Promise<void>
   /** The generation number (1 for the first start; higher on every wake). */
   generation(): number
   /** Asks the engine to put this actor to sleep. Idempotent. */
@@ -84,6 +96,21 @@ export declare class CancellationToken {
    * already is). Does not keep the process alive.
    */
   onCancelled(callback: () => void): void
+}
+
+export declare class ConnHandle {
+  id(): string
+  /** The connection params the client sent (CBOR). */
+  params(): Buffer
+  /** The connection's state (CBOR for the TypeScript runtime). */
+  state(): Buffer
+  setState(state: Buffer): void
+  /** Whether the connection survives the actor's sleep. */
+  isHibernatable(): boolean
+  /** Sends an event to this connection (whatever it subscribed to). */
+  send(name: string, args: Buffer): void
+  /** Closes the connection (code 1000 with `reason`); `onDisconnect` runs. */
+  disconnect(reason?: string | undefined | null): Promise<void>
 }
 
 export declare class CoreRegistry {
@@ -147,7 +174,7 @@ export declare function __testCallCallback(callback: (err: null, payload: TestCa
 export interface ActionPayload {
   ctx: ActorContext
   /** The connection the action came in on; `null` for HTTP actions. */
-  conn?: null
+  conn?: ConnHandle
   /** The arguments, a CBOR-encoded array. */
   args: Buffer
   cancelToken: CancellationToken
@@ -177,8 +204,37 @@ export interface ActorCallbacks {
   /** The host's latest state, asked for before every save. */
   serializeState?: (error: null, payload: SerializePayload) => StateDeltaPayload | Promise<StateDeltaPayload>
   onRequest?: (error: null, payload: RequestPayload) => JsHttpResponse | Promise<JsHttpResponse>
+  /** Reject to refuse a connection (its client gets the error). */
+  onBeforeConnect?: (error: null, payload: ConnectPayload) => void | Promise<void>
+  /** The initial state of a new connection (CBOR). */
+  createConnState?: (error: null, payload: ConnStatePayload) => Buffer | Promise<Buffer>
+  onConnect?: (error: null, payload: ConnPayload) => void | Promise<void>
+  /** After a connection ended (also `onDisconnectFinal`). */
+  onDisconnect?: (error: null, payload: ConnPayload) => void | Promise<void>
+  onDisconnectFinal?: (error: null, payload: ConnPayload) => void | Promise<void>
+  /** Reject to refuse a subscription (the connection is closed). */
+  onBeforeSubscribe?: (error: null, payload: SubscribePayload) => void | Promise<void>
   /** Actions by name; each resolves to its CBOR-encoded output. */
   actions?: Record<string, (error: null, payload: ActionPayload) => Buffer | Promise<Buffer>>
+}
+
+export interface ConnectPayload {
+  ctx: ActorContext
+  params: Buffer
+  request?: JsHttpRequest
+}
+
+export interface ConnPayload {
+  ctx: ActorContext
+  conn: ConnHandle
+  request?: JsHttpRequest
+}
+
+export interface ConnStatePayload {
+  ctx: ActorContext
+  conn: ConnHandle
+  params: Buffer
+  request?: JsHttpRequest
 }
 
 export interface CreatePayload {
@@ -350,6 +406,12 @@ export interface StateDeltaPayload {
   state?: Buffer
   connHibernation?: Array<StateDeltaConnHibernationEntry>
   connHibernationRemoved?: Array<string>
+}
+
+export interface SubscribePayload {
+  ctx: ActorContext
+  conn: ConnHandle
+  eventName: string
 }
 
 /** Options of `__testCallCallback`. */

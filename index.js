@@ -837,6 +837,7 @@ module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __n
 module.exports = nativeBinding
 module.exports.ActorContext = nativeBinding.ActorContext
 module.exports.CancellationToken = nativeBinding.CancellationToken
+module.exports.ConnHandle = nativeBinding.ConnHandle
 module.exports.CoreRegistry = nativeBinding.CoreRegistry
 module.exports.Kv = nativeBinding.Kv
 module.exports.NapiActorFactory = nativeBinding.NapiActorFactory

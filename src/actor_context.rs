@@ -172,6 +172,51 @@ impl ActorContext {
         self.inner.restart_run_handler();
     }
 
+    /// The live connections.
+    #[napi]
+    pub fn conns(&self) -> Vec<crate::conn::ConnHandle> {
+        self.inner.conns().list().iter().map(|c| crate::conn::ConnHandle::new(&self.inner, c)).collect()
+    }
+
+    /// Sends an event to every connection subscribed to `name`.
+    #[napi]
+    pub fn broadcast(&self, name: String, args: Buffer) {
+        self.inner.broadcast(&name, &args);
+    }
+
+    /// A connection without a socket (RivetKit uses one per raw HTTP
+    /// request): the connect hooks run and it is registered until
+    /// `conn.disconnect()`.
+    #[napi(ts_return_type = "Promise<ConnHandle>")]
+    pub fn connect_conn<'env>(
+        &self,
+        env: &'env Env,
+        params: Buffer,
+        request: Option<crate::types::JsHttpRequest>,
+    ) -> napi::Result<PromiseRaw<'env, crate::conn::ConnHandle>> {
+        let ctx = self.inner.clone();
+        let params = params.to_vec();
+        let request = request.map(|r| rivetkit_native_core::actor::HttpRequest {
+            method: r.method,
+            uri: r.uri,
+            headers: r.headers.unwrap_or_default(),
+            body: r.body.map(|b| b.to_vec()).unwrap_or_default(),
+        });
+        spawn_promise(env, async move {
+            let conn = ctx.connect_conn(params, request).await?;
+            Ok(crate::conn::ConnHandle::new(&ctx, &conn))
+        })
+    }
+
+    /// Disconnects the connection `id` (no-op if it is gone).
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn disconnect_conn<'env>(&self, env: &'env Env, id: String) -> napi::Result<PromiseRaw<'env, ()>> {
+        if let Some(conn) = self.inner.conns().get(&id) {
+            crate::conn::disconnect(&self.inner, &conn, None);
+        }
+        spawn_promise(env, async { Ok(()) })
+    }
+
     /// The generation number (1 for the first start; higher on every wake).
     #[napi]
     pub fn generation(&self) -> u32 {

@@ -76,6 +76,9 @@ impl JsActorConfig {
             on_wake_timeout: ms(self.on_wake_timeout_ms, d.on_wake_timeout),
             on_before_actor_start_timeout: ms(self.on_before_actor_start_timeout_ms, d.on_before_actor_start_timeout),
             action_timeout,
+            on_before_connect_timeout: ms(self.on_before_connect_timeout_ms, d.on_before_connect_timeout),
+            create_conn_state_timeout: ms(self.create_conn_state_timeout_ms, d.create_conn_state_timeout),
+            on_connect_timeout: ms(self.on_connect_timeout_ms, d.on_connect_timeout),
             // The reference: onRequestTimeoutMs, else actionTimeoutMs, else 60 s.
             on_request_timeout: ms(self.on_request_timeout_ms, action_timeout),
             sleep_timeout: ms(self.sleep_timeout_ms, d.sleep_timeout),

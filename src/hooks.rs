@@ -13,13 +13,14 @@ use napi::ValueType;
 use napi::sys;
 use napi_derive::napi;
 use rivetkit_native_core::actor::{
-    ActorContext as CoreContext, ActorHooks, HttpRequest, HttpResponse, LifecycleHook, SerializeReason, StateDelta,
+    ActorContext as CoreContext, ActorHooks, Conn, HttpRequest, HttpResponse, LifecycleHook, SerializeReason, StateDelta,
 };
 use rivetkit_native_core::error::catalog;
 use tokio_util::sync::CancellationToken as CoreToken;
 
 use crate::actor_context::ActorContext;
 use crate::cancellation_token::CancellationToken;
+use crate::conn::ConnHandle;
 use crate::js_callback::JsCallback;
 use crate::types::{Checked, JsHttpRequest, JsHttpResponse, StateDeltaPayload};
 
@@ -48,11 +49,39 @@ pub struct SerializePayload {
 }
 
 #[napi(object, object_from_js = false)]
+pub struct ConnectPayload {
+    pub ctx: ActorContext,
+    pub params: Buffer,
+    pub request: Option<JsHttpRequest>,
+}
+
+#[napi(object, object_from_js = false)]
+pub struct ConnPayload {
+    pub ctx: ActorContext,
+    pub conn: ConnHandle,
+    pub request: Option<JsHttpRequest>,
+}
+
+#[napi(object, object_from_js = false)]
+pub struct ConnStatePayload {
+    pub ctx: ActorContext,
+    pub conn: ConnHandle,
+    pub params: Buffer,
+    pub request: Option<JsHttpRequest>,
+}
+
+#[napi(object, object_from_js = false)]
+pub struct SubscribePayload {
+    pub ctx: ActorContext,
+    pub conn: ConnHandle,
+    pub event_name: String,
+}
+
+#[napi(object, object_from_js = false)]
 pub struct ActionPayload {
     pub ctx: ActorContext,
     /// The connection the action came in on; `null` for HTTP actions.
-    #[napi(ts_type = "null")]
-    pub conn: Option<()>,
+    pub conn: Option<ConnHandle>,
     /// The arguments, a CBOR-encoded array.
     pub args: Buffer,
     pub cancel_token: CancellationToken,
@@ -93,6 +122,11 @@ pub struct JsHooks {
     serialize_state: Option<JsCallback<SerializePayload, Checked<StateDeltaPayload>>>,
     on_request: Option<JsCallback<RequestPayload, Checked<JsHttpResponse>>>,
     actions: HashMap<String, JsCallback<ActionPayload, Buffer>>,
+    on_before_connect: VoidHook<ConnectPayload>,
+    create_conn_state: Option<JsCallback<ConnStatePayload, Buffer>>,
+    on_connect: VoidHook<ConnPayload>,
+    on_disconnect: VoidHook<ConnPayload>,
+    on_before_subscribe: VoidHook<SubscribePayload>,
 }
 
 impl JsHooks {
@@ -113,6 +147,15 @@ impl JsHooks {
             serialize_state: JsCallback::from_property("serializeState", callbacks, "serializeState")?,
             on_request: JsCallback::from_property("onRequest", callbacks, "onRequest")?,
             actions: read_actions(callbacks)?,
+            on_before_connect: JsCallback::from_property("onBeforeConnect", callbacks, "onBeforeConnect")?,
+            create_conn_state: JsCallback::from_property("createConnState", callbacks, "createConnState")?,
+            on_connect: JsCallback::from_property("onConnect", callbacks, "onConnect")?,
+            // `onDisconnectFinal` is the name rivetkit's runtime registers.
+            on_disconnect: match JsCallback::from_property("onDisconnectFinal", callbacks, "onDisconnectFinal")? {
+                Some(hook) => Some(hook),
+                None => JsCallback::from_property("onDisconnect", callbacks, "onDisconnect")?,
+            },
+            on_before_subscribe: JsCallback::from_property("onBeforeSubscribe", callbacks, "onBeforeSubscribe")?,
         })
     }
 }
@@ -195,11 +238,42 @@ impl ActorHooks for JsHooks {
         )
     }
 
-    fn action(&self, ctx: &CoreContext, name: &str, args: Vec<u8>, cancel: CoreToken) -> Option<BoxFuture<'static, anyhow::Result<Vec<u8>>>> {
+    fn on_before_connect(&self, ctx: &CoreContext, params: Vec<u8>, request: Option<HttpRequest>) -> Option<BoxFuture<'static, anyhow::Result<()>>> {
+        void_call(&self.on_before_connect, || ConnectPayload { ctx: js_ctx(ctx), params: Buffer::from(params), request: request.map(js_request) })
+    }
+
+    fn create_conn_state(&self, ctx: &CoreContext, conn: &Conn, params: Vec<u8>, request: Option<HttpRequest>) -> Option<BoxFuture<'static, anyhow::Result<Vec<u8>>>> {
+        let hook = self.create_conn_state.clone()?;
+        let payload = ConnStatePayload {
+            ctx: js_ctx(ctx),
+            conn: ConnHandle::new(ctx, conn),
+            params: Buffer::from(params),
+            request: request.map(js_request),
+        };
+        Some(async move { Ok(hook.call(payload).await?.to_vec()) }.boxed())
+    }
+
+    fn on_connect(&self, ctx: &CoreContext, conn: &Conn, request: Option<HttpRequest>) -> Option<BoxFuture<'static, anyhow::Result<()>>> {
+        void_call(&self.on_connect, || ConnPayload { ctx: js_ctx(ctx), conn: ConnHandle::new(ctx, conn), request: request.map(js_request) })
+    }
+
+    fn on_disconnect(&self, ctx: &CoreContext, conn: &Conn) -> Option<BoxFuture<'static, anyhow::Result<()>>> {
+        void_call(&self.on_disconnect, || ConnPayload { ctx: js_ctx(ctx), conn: ConnHandle::new(ctx, conn), request: None })
+    }
+
+    fn on_before_subscribe(&self, ctx: &CoreContext, conn: &Conn, event_name: &str) -> Option<BoxFuture<'static, anyhow::Result<()>>> {
+        void_call(&self.on_before_subscribe, || SubscribePayload {
+            ctx: js_ctx(ctx),
+            conn: ConnHandle::new(ctx, conn),
+            event_name: event_name.to_string(),
+        })
+    }
+
+    fn action(&self, ctx: &CoreContext, conn: Option<&Conn>, name: &str, args: Vec<u8>, cancel: CoreToken) -> Option<BoxFuture<'static, anyhow::Result<Vec<u8>>>> {
         let hook = self.actions.get(name)?.clone();
         let payload = ActionPayload {
             ctx: js_ctx(ctx),
-            conn: None,
+            conn: conn.map(|c| ConnHandle::new(ctx, c)),
             args: Buffer::from(args),
             cancel_token: CancellationToken::from_inner(cancel),
         };
@@ -225,6 +299,15 @@ impl ActorHooks for JsHooks {
             }
             .boxed(),
         )
+    }
+}
+
+fn js_request(request: HttpRequest) -> JsHttpRequest {
+    JsHttpRequest {
+        method: request.method,
+        uri: request.uri,
+        headers: Some(request.headers),
+        body: Some(Buffer::from(request.body)),
     }
 }
 
@@ -277,6 +360,22 @@ pub struct ActorCallbacks {
     pub serialize_state: Option<()>,
     #[napi(ts_type = "(error: null, payload: RequestPayload) => JsHttpResponse | Promise<JsHttpResponse>")]
     pub on_request: Option<()>,
+    /// Reject to refuse a connection (its client gets the error).
+    #[napi(ts_type = "(error: null, payload: ConnectPayload) => void | Promise<void>")]
+    pub on_before_connect: Option<()>,
+    /// The initial state of a new connection (CBOR).
+    #[napi(ts_type = "(error: null, payload: ConnStatePayload) => Buffer | Promise<Buffer>")]
+    pub create_conn_state: Option<()>,
+    #[napi(ts_type = "(error: null, payload: ConnPayload) => void | Promise<void>")]
+    pub on_connect: Option<()>,
+    /// After a connection ended (also `onDisconnectFinal`).
+    #[napi(ts_type = "(error: null, payload: ConnPayload) => void | Promise<void>")]
+    pub on_disconnect: Option<()>,
+    #[napi(ts_type = "(error: null, payload: ConnPayload) => void | Promise<void>")]
+    pub on_disconnect_final: Option<()>,
+    /// Reject to refuse a subscription (the connection is closed).
+    #[napi(ts_type = "(error: null, payload: SubscribePayload) => void | Promise<void>")]
+    pub on_before_subscribe: Option<()>,
     /// Actions by name; each resolves to its CBOR-encoded output.
     #[napi(ts_type = "Record<string, (error: null, payload: ActionPayload) => Buffer | Promise<Buffer>>")]
     pub actions: Option<()>,

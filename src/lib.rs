@@ -13,6 +13,7 @@
 #![deny(clippy::all)]
 
 pub mod cancellation_token;
+pub mod conn;
 pub mod error;
 pub mod js_callback;
 pub mod logging;

@@ -64,6 +64,11 @@ impl RivetError {
         self
     }
 
+    pub fn with_actor_if_missing(mut self, actor: ActorSpecifier) -> Self {
+        self.actor.get_or_insert(actor);
+        self
+    }
+
     /// `group.code`, the form used in WebSocket close reasons and headers.
     pub fn qualified_code(&self) -> String {
         format!("{}.{}", self.group, self.code)

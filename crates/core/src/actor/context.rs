@@ -48,6 +48,10 @@ struct Inner {
     state_slot: std::sync::atomic::AtomicU8,
     /// Serializes record writes (throttled saves, `saveState`, final save).
     write_lock: tokio::sync::Mutex<()>,
+    conns: super::Connections,
+    /// The task's traffic queue, for work the context starts itself
+    /// (`onDisconnect` after `conn.disconnect()`).
+    dispatch: OnceLock<tokio::sync::mpsc::Sender<super::task::DispatchCommand>>,
 }
 
 /// Identity of a generation, as the engine gives it on start.
@@ -98,6 +102,8 @@ impl ActorContext {
             run_restart: tokio::sync::Notify::new(),
             state_slot: std::sync::atomic::AtomicU8::new(u8::MAX),
             write_lock: tokio::sync::Mutex::new(()),
+            conns: super::Connections::default(),
+            dispatch: OnceLock::new(),
         }))
     }
 
@@ -262,6 +268,47 @@ impl ActorContext {
 
     pub(crate) fn saves(&self) -> &SaveRequests {
         &self.0.saves
+    }
+
+    // --- connections ------------------------------------------------------
+
+    /// The live connections; any of them keeps the actor awake.
+    pub fn conns(&self) -> &super::Connections {
+        &self.0.conns
+    }
+
+    pub(crate) fn set_dispatch(&self, tx: tokio::sync::mpsc::Sender<super::task::DispatchCommand>) {
+        let _ = self.0.dispatch.set(tx);
+    }
+
+    /// Ends a connection: removed at once (idempotent), its subscriptions
+    /// cleared, and `onDisconnect` queued in the actor.
+    pub fn disconnect(&self, conn: &super::Conn) {
+        if !self.0.conns.remove(conn) {
+            return;
+        }
+        conn.clear_subscriptions();
+        let cmd = super::task::DispatchCommand::Disconnect { conn: conn.clone() };
+        if let Some(Err(err)) = self.0.dispatch.get().map(|tx| tx.try_send(cmd)) {
+            tracing::warn!(error = %err, "could not queue onDisconnect");
+        }
+    }
+
+    /// A connection without a socket (e.g. for one HTTP request): the
+    /// connect hooks run in the actor and it is registered on success.
+    pub async fn connect_conn(&self, params: Vec<u8>, request: Option<super::HttpRequest>) -> anyhow::Result<super::Conn> {
+        let conn = super::Conn::new(super::conn::new_id(), params, None, false);
+        let tx = self.0.dispatch.get().ok_or_else(|| catalog::actor_not_ready().into_anyhow())?;
+        let (reply, rx) = tokio::sync::oneshot::channel();
+        tx.try_send(super::task::DispatchCommand::Connect { conn: conn.clone(), request, reply })
+            .map_err(|_| catalog::actor_not_ready().into_anyhow())?;
+        rx.await.map_err(|_| catalog::actor_stopping(None).into_anyhow())??;
+        Ok(conn)
+    }
+
+    /// `ctx.broadcast(name, args)` to subscribed connections.
+    pub fn broadcast(&self, name: &str, args_cbor: &[u8]) -> usize {
+        self.0.conns.broadcast(name, args_cbor)
     }
 
     // --- activity ---------------------------------------------------------

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
-use super::ActorContext;
+use super::{ActorContext, Conn};
 
 /// Hooks of the shape `(ctx) -> ()`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -110,12 +110,39 @@ pub trait ActorHooks: Send + Sync + 'static {
         None
     }
 
+    /// `onBeforeConnect({ctx, params, request})`: reject to refuse the connection.
+    fn on_before_connect(&self, _ctx: &ActorContext, _params: Vec<u8>, _request: Option<HttpRequest>) -> Option<BoxFuture<'static, anyhow::Result<()>>> {
+        None
+    }
+
+    /// `createConnState({ctx, conn, params, request})` → the connection's initial state.
+    fn create_conn_state(&self, _ctx: &ActorContext, _conn: &Conn, _params: Vec<u8>, _request: Option<HttpRequest>) -> Option<BoxFuture<'static, anyhow::Result<Vec<u8>>>> {
+        None
+    }
+
+    /// `onConnect({ctx, conn, request})`.
+    fn on_connect(&self, _ctx: &ActorContext, _conn: &Conn, _request: Option<HttpRequest>) -> Option<BoxFuture<'static, anyhow::Result<()>>> {
+        None
+    }
+
+    /// `onDisconnect({ctx, conn})`, after the connection was removed.
+    fn on_disconnect(&self, _ctx: &ActorContext, _conn: &Conn) -> Option<BoxFuture<'static, anyhow::Result<()>>> {
+        None
+    }
+
+    /// `onBeforeSubscribe({ctx, conn, eventName})`: reject to refuse.
+    fn on_before_subscribe(&self, _ctx: &ActorContext, _conn: &Conn, _event_name: &str) -> Option<BoxFuture<'static, anyhow::Result<()>>> {
+        None
+    }
+
     /// The action `name` with CBOR-encoded `args` (an array), resolving to
-    /// the CBOR-encoded output. `None` when no such action is defined.
-    /// `cancel` fires when the core stops waiting (timeout, abort).
+    /// the CBOR-encoded output, called on `conn` (`None` for HTTP actions).
+    /// `None` when no such action is defined. `cancel` fires when the core
+    /// stops waiting (timeout, abort).
     fn action(
         &self,
         _ctx: &ActorContext,
+        _conn: Option<&Conn>,
         _name: &str,
         _args: Vec<u8>,
         _cancel: CancellationToken,

@@ -7,6 +7,7 @@
 
 pub mod activity;
 pub mod config;
+pub mod conn;
 pub mod context;
 pub mod factory;
 pub mod hooks;
@@ -18,6 +19,7 @@ pub mod storage;
 pub mod task;
 
 pub use config::ActorConfig;
+pub use conn::{Conn, ConnTransport, Connections};
 pub use context::{ActorContext, GenerationHold};
 pub use factory::ActorFactory;
 pub use hooks::{ActorHooks, HttpRequest, HttpResponse, LifecycleHook, SerializeReason, StateDelta};

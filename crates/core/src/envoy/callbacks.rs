@@ -15,7 +15,6 @@ use super::EnvoyLink;
 use crate::actor::context::ActorIdentity;
 use crate::actor::{ActorContext, ActorKey};
 use crate::dispatcher::{Dispatcher, StopHandle, StopReason};
-use crate::error::catalog;
 use crate::routing;
 
 pub struct RegistryCallbacks {
@@ -133,19 +132,26 @@ impl EnvoyCallbacks for RegistryCallbacks {
     fn websocket(
         &self,
         _handle: EnvoyHandle,
-        _actor_id: String,
+        actor_id: String,
         _gateway_id: protocol::GatewayId,
         _request_id: protocol::RequestId,
-        _request: HttpRequest,
+        request: HttpRequest,
         path: String,
-        _headers: HashMap<String, String>,
-        _is_hibernatable: bool,
-        _is_restoring_hibernatable: bool,
-        _sender: WebSocketSender,
+        headers: HashMap<String, String>,
+        is_hibernatable: bool,
+        is_restoring_hibernatable: bool,
+        sender: WebSocketSender,
     ) -> BoxFuture<anyhow::Result<WebSocketHandler>> {
+        let dispatcher = self.dispatcher.clone();
         async move {
-            tracing::debug!(%path, "websocket refused: not supported yet");
-            Err(catalog::unsupported("WebSockets").into_anyhow())
+            let result = routing::websocket::handle_websocket(
+                &dispatcher, &actor_id, request, path, headers, is_hibernatable, is_restoring_hibernatable, sender,
+            )
+            .await;
+            if let Err(err) = &result {
+                tracing::debug!(%actor_id, error = %format!("{err:#}"), "websocket refused");
+            }
+            result
         }
         .boxed()
     }

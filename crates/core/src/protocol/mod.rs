@@ -3,6 +3,7 @@
 //! bodies and error bodies.
 
 pub mod action;
+pub mod actor_connect;
 pub mod bare;
 pub mod cbor_json;
 pub mod encoding;

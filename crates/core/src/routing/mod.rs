@@ -1,3 +1,4 @@
 //! Client traffic from the engine's gateway to actors.
 
 pub mod http;
+pub mod websocket;

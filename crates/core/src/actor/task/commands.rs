@@ -2,7 +2,7 @@
 
 use tokio::sync::oneshot;
 
-use crate::actor::{HttpRequest, HttpResponse};
+use crate::actor::{Conn, HttpRequest, HttpResponse};
 
 pub type Reply<T> = oneshot::Sender<anyhow::Result<T>>;
 
@@ -24,5 +24,11 @@ pub enum LifecycleCommand {
 pub enum DispatchCommand {
     Http { request: HttpRequest, reply: Reply<HttpResponse> },
     /// `args` and the reply are CBOR (opaque to the core).
-    Action { name: String, args: Vec<u8>, reply: Reply<Vec<u8>> },
+    Action { conn: Option<Conn>, name: String, args: Vec<u8>, reply: Reply<Vec<u8>> },
+    /// Runs the connect hooks and registers the connection.
+    Connect { conn: Conn, request: Option<HttpRequest>, reply: Reply<()> },
+    /// Removes the connection and runs `onDisconnect`.
+    Disconnect { conn: Conn },
+    /// Runs `onBeforeSubscribe`, then subscribes the connection.
+    Subscribe { conn: Conn, event_name: String, reply: Reply<()> },
 }

@@ -41,12 +41,12 @@ impl ActorTask {
                 let timeout = self.factory.config.on_request_timeout;
                 self.spawn_tracked_reply(fut, timeout, cancel, reply);
             }
-            DispatchCommand::Action { name, args, reply } => {
+            DispatchCommand::Action { conn, name, args, reply } => {
                 if let Err(err) = self.admit() {
                     let _ = reply.send(Err(err.context(self.ctx.specifier())));
                     return;
                 }
-                let Some(fut) = self.factory.hooks.action(&self.ctx, &name, args, cancel.clone()) else {
+                let Some(fut) = self.factory.hooks.action(&self.ctx, conn.as_ref(), &name, args, cancel.clone()) else {
                     let err = RivetError::new("actor", "action_not_found", format!("Action `{name}` was not found."))
                         .with_metadata(serde_json::json!({ "name": name }));
                     let _ = reply.send(Err(err.into_anyhow().context(self.ctx.specifier())));
@@ -54,6 +54,43 @@ impl ActorTask {
                 };
                 let timeout = self.factory.config.action_timeout;
                 self.spawn_tracked_reply(fut, timeout, cancel, reply);
+            }
+            DispatchCommand::Connect { conn, request, reply } => {
+                if let Err(err) = self.admit() {
+                    let _ = reply.send(Err(err.context(self.ctx.specifier())));
+                    return;
+                }
+                let fut = connect_hooks(self.ctx.clone(), self.factory.clone(), conn, request);
+                // Each hook has its own bound; the whole is bounded again by the caller.
+                let bound = self.factory.config.on_before_connect_timeout
+                    + self.factory.config.create_conn_state_timeout
+                    + self.factory.config.on_connect_timeout;
+                self.spawn_tracked_reply(fut, bound, cancel, reply);
+            }
+            DispatchCommand::Disconnect { conn } => {
+                let Some(fut) = self.factory.hooks.on_disconnect(&self.ctx, &conn) else { return };
+                let timeout = self.factory.config.on_connect_timeout;
+                self.inflight.spawn(async move {
+                    if let Err(err) = super::with_timeout("onDisconnect", timeout, fut).await {
+                        tracing::warn!(conn = conn.id(), error = %format!("{err:#}"), "onDisconnect failed");
+                    }
+                });
+            }
+            DispatchCommand::Subscribe { conn, event_name, reply } => {
+                if let Err(err) = self.admit() {
+                    let _ = reply.send(Err(err.context(self.ctx.specifier())));
+                    return;
+                }
+                let hook = self.factory.hooks.on_before_subscribe(&self.ctx, &conn, &event_name);
+                let timeout = self.factory.config.on_before_connect_timeout;
+                let fut: BoxFuture<'static, anyhow::Result<()>> = Box::pin(async move {
+                    if let Some(hook) = hook {
+                        super::with_timeout("onBeforeSubscribe", timeout, hook).await?;
+                    }
+                    conn.subscribe(&event_name);
+                    Ok(())
+                });
+                self.spawn_tracked_reply(fut, timeout + std::time::Duration::from_millis(100), cancel, reply);
             }
         }
     }
@@ -78,4 +115,36 @@ impl ActorTask {
             let _ = reply.send(result.map_err(|err| err.context(specifier)));
         });
     }
+}
+
+/// `onBeforeConnect` → `createConnState` → register → `onConnect`, each
+/// bounded by its own timeout. A failure after registering unregisters.
+fn connect_hooks(
+    ctx: crate::actor::ActorContext,
+    factory: crate::actor::ActorFactory,
+    conn: crate::actor::Conn,
+    request: Option<crate::actor::HttpRequest>,
+) -> BoxFuture<'static, anyhow::Result<()>> {
+    Box::pin(async move {
+        let hooks = &factory.hooks;
+        let config = &factory.config;
+        if let Some(fut) = hooks.on_before_connect(&ctx, conn.params().to_vec(), request.clone()) {
+            super::with_timeout("onBeforeConnect", config.on_before_connect_timeout, fut).await?;
+        }
+        if let Some(fut) = hooks.create_conn_state(&ctx, &conn, conn.params().to_vec(), request.clone()) {
+            let state = super::with_timeout("createConnState", config.create_conn_state_timeout, fut).await?;
+            conn.set_state(state);
+        }
+        if conn.is_closed() {
+            return Err(crate::error::catalog::actor_stopping(Some("the connection closed during setup")).into_anyhow());
+        }
+        ctx.conns().insert(conn.clone());
+        if let Some(fut) = hooks.on_connect(&ctx, &conn, request) {
+            if let Err(err) = super::with_timeout("onConnect", config.on_connect_timeout, fut).await {
+                ctx.conns().remove(&conn);
+                return Err(err);
+            }
+        }
+        Ok(())
+    })
 }

@@ -7,7 +7,7 @@ use tokio::task::JoinHandle;
 use super::commands::{DispatchCommand, LifecycleCommand, Reply, ShutdownKind};
 use std::sync::Arc;
 
-use crate::actor::{ActorConfig, ActorContext, HttpRequest, HttpResponse};
+use crate::actor::{ActorConfig, ActorContext, Conn, HttpRequest, HttpResponse};
 use crate::error::{catalog, RivetError};
 
 #[derive(Clone)]
@@ -97,8 +97,34 @@ impl ActorTaskHandle {
 
     /// Runs an action; `args` and the output are CBOR.
     pub async fn action(&self, name: String, args: Vec<u8>) -> anyhow::Result<Vec<u8>> {
+        self.action_on(None, name, args).await
+    }
+
+    /// Runs an action called on a connection.
+    pub async fn action_on(&self, conn: Option<Conn>, name: String, args: Vec<u8>) -> anyhow::Result<Vec<u8>> {
         let (tx, rx) = oneshot::channel();
-        self.dispatch(DispatchCommand::Action { name, args, reply: tx }, "run an action")?;
+        self.dispatch(DispatchCommand::Action { conn, name, args, reply: tx }, "run an action")?;
+        rx.await.map_err(|_| catalog::actor_stopping(None).into_anyhow())?
+    }
+
+    /// Connects `conn`: `onBeforeConnect`, `createConnState`, `onConnect`.
+    /// On success the connection is registered with the actor.
+    pub async fn connect(&self, conn: Conn, request: Option<HttpRequest>) -> anyhow::Result<()> {
+        let (tx, rx) = oneshot::channel();
+        self.dispatch(DispatchCommand::Connect { conn, request, reply: tx }, "connect")?;
+        rx.await.map_err(|_| catalog::actor_stopping(None).into_anyhow())?
+    }
+
+    /// Disconnects `conn` (idempotent): removed at once, `onDisconnect` runs
+    /// in the actor. If the actor is gone the connection simply ends.
+    pub fn disconnect(&self, conn: Conn) {
+        self.ctx.disconnect(&conn);
+    }
+
+    /// Subscribes `conn` to `event_name` after `onBeforeSubscribe` allowed it.
+    pub async fn subscribe(&self, conn: Conn, event_name: String) -> anyhow::Result<()> {
+        let (tx, rx) = oneshot::channel();
+        self.dispatch(DispatchCommand::Subscribe { conn, event_name, reply: tx }, "subscribe")?;
         rx.await.map_err(|_| catalog::actor_stopping(None).into_anyhow())?
     }
 

@@ -73,6 +73,7 @@ pub fn spawn_actor_task(ctx: ActorContext, factory: ActorFactory, hold: Generati
     let (lifecycle_tx, lifecycle_rx) = mpsc::channel(LIFECYCLE_QUEUE_CAPACITY);
     let (dispatch_tx, dispatch_rx) = mpsc::channel(factory.config.dispatch_queue_capacity.max(1));
     ctx.set_save_interval(factory.config.state_save_interval);
+    ctx.set_dispatch(dispatch_tx.clone());
     let task = ActorTask {
         ctx: ctx.clone(),
         factory: factory.clone(),
@@ -102,6 +103,7 @@ impl ActorTask {
         let lost = self.ctx.lost_token().clone();
         let mut activity = self.ctx.activity().subscribe();
         let mut alarm = self.ctx.subscribe_alarm();
+        let mut conns = self.ctx.conns().subscribe_count();
         loop {
             let grace_deadline = self.grace.as_ref().map(|g| g.deadline);
             let accepting = matches!(self.phase, Phase::Started | Phase::Grace(_));
@@ -139,6 +141,7 @@ impl ActorTask {
                 }
                 Some(_) = self.inflight.join_next(), if !self.inflight.is_empty() => {}
                 _ = activity.changed() => self.sleep_deadline = None,
+                _ = conns.changed() => self.sleep_deadline = None,
                 result = poll_grace_hook(&mut self.grace), if self.grace.as_ref().is_some_and(|g| g.hook.is_some()) => {
                     if let Err(err) = result {
                         tracing::warn!(error = %format!("{err:#}"), "stop hook failed");
@@ -196,6 +199,7 @@ impl ActorTask {
             && self.inflight.is_empty()
             && self.run.is_none()
             && self.ctx.activity().open_regions() == 0
+            && self.ctx.conns().is_empty()
     }
 
     /// Arms the idle timer once the actor becomes idle; any activity

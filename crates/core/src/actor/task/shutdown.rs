@@ -27,6 +27,21 @@ impl ActorTask {
             ShutdownKind::Sleep => LifecycleHook::OnSleep,
             ShutdownKind::Destroy => LifecycleHook::OnDestroy,
         };
+        // Connections end with the generation (close 1000, then onDisconnect).
+        for conn in self.ctx.conns().list() {
+            if self.ctx.conns().remove(&conn) {
+                conn.clear_subscriptions();
+                conn.close_transport(1000, "actor stopping");
+                if let Some(fut) = self.factory.hooks.on_disconnect(&self.ctx, &conn) {
+                    let timeout = self.factory.config.on_connect_timeout;
+                    self.inflight.spawn(async move {
+                        if let Err(err) = super::with_timeout("onDisconnect", timeout, fut).await {
+                            tracing::warn!(error = %format!("{err:#}"), "onDisconnect failed");
+                        }
+                    });
+                }
+            }
+        }
         let grace_period = self.factory.config.sleep_grace_period;
         self.grace = Some(Grace {
             kind,

@@ -8,6 +8,7 @@ use super::response;
 use super::route::path_without_query;
 use crate::actor::ActorTaskHandle;
 use crate::error::RivetError;
+use crate::actor::{Conn, HttpRequest};
 use crate::protocol::action::{conn_params, decode_args, encode_output, CONN_PARAMS_HEADER};
 use crate::protocol::encoding::header;
 use crate::protocol::Encoding;
@@ -35,11 +36,25 @@ pub(super) async fn handle(
         Ok(args) => args,
         Err(err) => return fail(err.context("decode HTTP action request"), Some(BAD_REQUEST)),
     };
-    // Validated now; passed to the transient connection once connections exist.
-    if let Err(err) = conn_params(header(&request.headers, CONN_PARAMS_HEADER)) {
-        return fail(err.context("decode HTTP action connection params"), Some(BAD_REQUEST));
+    let params = match conn_params(header(&request.headers, CONN_PARAMS_HEADER)) {
+        Ok(params) => params,
+        Err(err) => return fail(err.context("decode HTTP action connection params"), Some(BAD_REQUEST)),
+    };
+    // A transient connection for this one request: the connect hooks run,
+    // the action sees it as its `conn`, and it is disconnected afterwards.
+    let conn = Conn::new(crate::actor::conn::new_id(), params, None, false);
+    let hook_request = HttpRequest {
+        method: request.method.clone(),
+        uri: request.path.clone(),
+        headers: request.headers.clone(),
+        body: Vec::new(),
+    };
+    if let Err(err) = handle.connect(conn.clone(), Some(hook_request)).await {
+        return fail(err, None);
     }
-    let output = match handle.action(name, args).await {
+    let result = handle.action_on(Some(conn.clone()), name, args).await;
+    handle.disconnect(conn);
+    let output = match result {
         Ok(output) => output,
         Err(err) => return fail(err, None),
     };
@@ -63,3 +78,4 @@ fn incoming_too_long() -> RivetError {
 fn outgoing_too_long() -> RivetError {
     RivetError::new("message", "outgoing_too_long", "Outgoing message too long")
 }
+

@@ -1,0 +1,180 @@
+//! The actor-connect WebSocket (spec websocket-actor-connect §2–§3):
+//! handshake and connection setup, then actions (concurrently) and
+//! subscriptions (in order) over one socket.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use futures::future::FutureExt;
+use rivet_envoy_client::config::{WebSocketHandler, WebSocketMessage, WebSocketSender};
+
+use super::transport::SocketTransport;
+use crate::actor::{conn, ActorTaskHandle, Conn, ConnTransport, HttpRequest};
+use crate::dispatcher::Dispatcher;
+use crate::error::RivetError;
+use crate::protocol::actor_connect::{
+    decode_to_server, error_message, outgoing_too_long_message, parse_conn_params, parse_encoding,
+    protocol_header_values, setup_timed_out_message, ToClient, ToServer,
+};
+
+/// Sets the connection up (hooks bounded by `on_connect_timeout`) and
+/// returns the socket's handler; its `on_open` sends `Init`, or the setup
+/// error and a 1011 close.
+pub(super) async fn open(
+    dispatcher: &Arc<Dispatcher>,
+    handle: ActorTaskHandle,
+    path: String,
+    headers: HashMap<String, String>,
+    is_hibernatable: bool,
+    sender: WebSocketSender,
+) -> anyhow::Result<WebSocketHandler> {
+    let values = protocol_header_values(&headers);
+    let encoding = match parse_encoding(&values) {
+        Ok(encoding) => encoding,
+        Err(err) => match err.close() {
+            Some((code, reason)) => return Ok(close_on_open(sender, code, reason)),
+            None => return Err(err.into_anyhow()),
+        },
+    };
+    let params = parse_conn_params(&values).map_err(|e| e.into_anyhow())?;
+    let config = handle.config();
+    let transport = Arc::new(SocketTransport::new(sender, encoding, config.max_outgoing_message_size));
+    let conn = Conn::new(conn::new_id(), params, Some(transport.clone() as Arc<dyn ConnTransport>), is_hibernatable);
+    let headers_lower = headers.iter().map(|(k, v)| (k.to_ascii_lowercase(), v.clone())).collect();
+    let request = HttpRequest { method: "GET".into(), uri: path, headers: headers_lower, body: Vec::new() };
+
+    let setup = tokio::time::timeout(config.on_connect_timeout, handle.connect(conn.clone(), Some(request))).await;
+    let first: (ToClient, Option<String>) = match setup {
+        Ok(Ok(())) => (
+            ToClient::Init { actor_id: handle.context().actor_id().to_string(), connection_id: conn.id().to_string() },
+            None,
+        ),
+        Ok(Err(err)) => {
+            let e = RivetError::extract(&err).with_actor_if_missing(handle.context().specifier());
+            tracing::debug!(error = %e, "actor-connect setup refused");
+            (error_message(&e, None, false), Some(e.qualified_code()))
+        }
+        Err(_) => {
+            // The hooks may still finish: closing the transport first makes
+            // a late registration refuse itself.
+            transport.close(1011, "actor.callback_timed_out");
+            handle.disconnect(conn.clone());
+            (setup_timed_out_message(config.on_connect_timeout.as_millis()), Some("actor.callback_timed_out".into()))
+        }
+    };
+
+    let on_open_transport = transport.clone();
+    let on_open: Box<dyn FnOnce(WebSocketSender) -> rivet_envoy_client::config::BoxFuture<()> + Send> =
+        Box::new(move |_sender| {
+            async move {
+                match first {
+                    (init, None) => {
+                        if let Err(err) = on_open_transport.send(&init) {
+                            let e = RivetError::extract(&err);
+                            let reason = if e.qualified_code() == "message.outgoing_too_long" { e.qualified_code() } else { "actor.init_error".into() };
+                            on_open_transport.close(1011, &reason);
+                        }
+                    }
+                    (error, Some(reason)) => {
+                        on_open_transport.send_unchecked(&error);
+                        on_open_transport.close(1011, &reason);
+                    }
+                }
+            }
+            .boxed()
+        });
+
+    let socket = Arc::new(Socket { dispatcher: dispatcher.clone(), handle, conn, transport, max_incoming: config.max_incoming_message_size });
+    let on_message_socket = socket.clone();
+    let on_close_socket = socket;
+    Ok(WebSocketHandler {
+        on_message: Box::new(move |message: WebSocketMessage| {
+            let socket = on_message_socket.clone();
+            async move { socket.on_message(message).await }.boxed()
+        }),
+        on_close: Box::new(move |_code, _reason| {
+            let socket = on_close_socket.clone();
+            async move { socket.handle.disconnect(socket.conn.clone()) }.boxed()
+        }),
+        on_open: Some(on_open),
+    })
+}
+
+/// Accepts the socket only to close it (e.g. an unsupported encoding).
+fn close_on_open(sender: WebSocketSender, code: u16, reason: &'static str) -> WebSocketHandler {
+    WebSocketHandler {
+        on_message: Box::new(|_| async {}.boxed()),
+        on_close: Box::new(|_, _| async {}.boxed()),
+        on_open: Some(Box::new(move |_| {
+            async move { sender.close(Some(code), Some(reason.to_string())) }.boxed()
+        })),
+    }
+}
+
+struct Socket {
+    dispatcher: Arc<Dispatcher>,
+    handle: ActorTaskHandle,
+    conn: Conn,
+    transport: Arc<SocketTransport>,
+    max_incoming: usize,
+}
+
+impl Socket {
+    async fn on_message(self: Arc<Self>, message: WebSocketMessage) {
+        if self.transport.is_closed() {
+            return;
+        }
+        if message.data.len() > self.max_incoming {
+            self.transport.close(1011, "message.incoming_too_long");
+            return;
+        }
+        let request = match decode_to_server(self.transport_encoding(), &message.data) {
+            Ok(request) => request,
+            Err(err) => {
+                tracing::debug!(error = %format!("{err:#}"), "undecodable actor-connect frame");
+                self.transport.close(1011, "actor.invalid_request");
+                return;
+            }
+        };
+        match request {
+            // Subscriptions are handled in order, inline.
+            ToServer::SubscriptionRequest { event_name, subscribe: true } => {
+                if let Err(err) = self.handle.subscribe(self.conn.clone(), event_name).await {
+                    let e = RivetError::extract(&err);
+                    self.transport.close(1011, &e.qualified_code());
+                }
+            }
+            ToServer::SubscriptionRequest { event_name, subscribe: false } => self.conn.unsubscribe(&event_name),
+            // Actions run concurrently; answers may come out of order.
+            ToServer::ActionRequest { id, name, args_cbor } => {
+                let socket = self.clone();
+                self.dispatcher.tracker().spawn(async move { socket.run_action(id, name, args_cbor).await });
+            }
+        }
+    }
+
+    async fn run_action(self: Arc<Self>, id: u64, name: String, args: Vec<u8>) {
+        let result = self.handle.action_on(Some(self.conn.clone()), name, args).await;
+        let reply = match result {
+            Ok(output) => ToClient::ActionResponse { id, output_cbor: output },
+            Err(err) => {
+                let e = RivetError::extract(&err).with_actor_if_missing(self.handle.context().specifier());
+                self.transport.send_unchecked(&error_message(&e, Some(id), true));
+                return;
+            }
+        };
+        if let Err(err) = self.transport.send(&reply) {
+            let e = RivetError::extract(&err);
+            if e.qualified_code() == "message.outgoing_too_long" {
+                self.transport.send_unchecked(&outgoing_too_long_message(id));
+            } else {
+                tracing::warn!(error = %format!("{err:#}"), "could not encode an action response");
+                self.transport.close(1011, "actor.send_failed");
+            }
+        }
+    }
+
+    fn transport_encoding(&self) -> crate::protocol::encoding::Encoding {
+        self.transport.encoding()
+    }
+}
