@@ -163,6 +163,26 @@ export declare class NapiActorFactory {
   constructor(callbacks: ActorCallbacks, config?: JsActorConfig | undefined | null)
 }
 
+/** A raw WebSocket of an actor, given to `onWebSocket`. */
+export declare class WebSocket {
+  /**
+   * Sends a frame: binary, or text (`data` must then be UTF-8, else
+   * `message.invalid_utf8`). Frames sent after the socket closed are
+   * dropped.
+   */
+  send(data: Buffer, binary: boolean): void
+  /**
+   * Closes the socket (code 1000 by default); the close event follows and
+   * the connection ends (`onDisconnect`). Closing twice does nothing.
+   */
+  close(code?: number | undefined | null, reason?: string | undefined | null): Promise<void>
+  /**
+   * Sets the callback that receives the socket's events (replacing any
+   * previous one); events received before are delivered first, in order.
+   */
+  setEventCallback(callback: (event: WebSocketEvent) => void): void
+}
+
 /**
  * @internal Calls `callback(null, {value, token})` through a
  * `JsCallback<TestCallbackPayload, String>` from a runtime task, then
@@ -214,6 +234,12 @@ export interface ActorCallbacks {
   onDisconnectFinal?: (error: null, payload: ConnPayload) => void | Promise<void>
   /** Reject to refuse a subscription (the connection is closed). */
   onBeforeSubscribe?: (error: null, payload: SubscribePayload) => void | Promise<void>
+  /**
+   * A raw WebSocket opened (any path but `/connect`): set its event
+   * callback with `ws.setEventCallback`. A rejection closes the socket
+   * with 1011 `<group>.<code>`.
+   */
+  onWebSocket?: (error: null, payload: WebSocketPayload) => void | Promise<void>
   /** Actions by name; each resolves to its CBOR-encoded output. */
   actions?: Record<string, (error: null, payload: ActionPayload) => Buffer | Promise<Buffer>>
 }
@@ -438,4 +464,28 @@ export interface TestCallbackResult {
   value: string
   /** Whether the callback cancelled the token it was given. */
   tokenCancelled: boolean
+}
+
+/**
+ * An event of a raw WebSocket, given to the `setEventCallback` callback:
+ * a frame from the client (`data` is a string for a text frame, a
+ * `Buffer` for a binary one; `messageIndex` is the gateway's index), or
+ * the close of the socket by either side (the last event; `wasClean` is
+ * `code === 1000`).
+ */
+export type WebSocketEvent =
+  | { kind: 'message'; data: string | Buffer; binary: boolean; messageIndex?: number }
+  | { kind: 'close'; code: number; reason: string; wasClean: boolean }
+
+/** Payload of `onWebSocket`. */
+export interface WebSocketPayload {
+  ctx: ActorContext
+  /**
+   * The connection the socket belongs to (its params are the
+   * `rivet_conn_params.*` subprotocol).
+   */
+  conn: ConnHandle
+  ws: WebSocket
+  /** The upgrade request: method, path (with query) and headers. */
+  request?: JsHttpRequest
 }

@@ -841,4 +841,5 @@ module.exports.ConnHandle = nativeBinding.ConnHandle
 module.exports.CoreRegistry = nativeBinding.CoreRegistry
 module.exports.Kv = nativeBinding.Kv
 module.exports.NapiActorFactory = nativeBinding.NapiActorFactory
+module.exports.WebSocket = nativeBinding.WebSocket
 module.exports.__testCallCallback = nativeBinding.__testCallCallback

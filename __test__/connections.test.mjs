@@ -133,3 +133,58 @@ describe("actor-connect with the official client", () => {
 		await waitFor(() => disconnects.length === before + 1, { what: "onDisconnect" });
 	});
 });
+
+describe("hibernatable connections", () => {
+	let engine;
+	let host;
+	const connects = [];
+	const wakes = [];
+
+	before(async () => {
+		engine = await startEngine();
+		const room = new native.NapiActorFactory({
+			createState: async () => cborEncode({}),
+			onWake: async (_e, { ctx }) => wakes.push(ctx.generation()),
+			onConnect: async (_e, { conn }) => connects.push(conn.id()),
+			createConnState: async () => cborEncode({ seen: 0 }),
+			actions: {
+				visit: async (_e, { conn }) => {
+					const state = cborDecode(conn.state());
+					state.seen += 1;
+					conn.setState(cborEncode(state));
+					return cborEncode({ seen: state.seen, hibernatable: conn.isHibernatable() });
+				},
+				nap: async (_e, { ctx }) => {
+					ctx.sleep();
+					return cborEncode(true);
+				},
+			},
+		});
+		host = await serveActors(engine, { room });
+	});
+
+	after(async () => {
+		await host?.stop();
+		await engine?.stop();
+	});
+
+	for (const encoding of ENCODINGS) {
+		test(`${encoding}: a connected client keeps working across sleep and wake, without reconnecting`, async () => {
+			const client = officialClient(engine, host.pool, encoding);
+			const conn = client.room.getOrCreate([`nap-${encoding}`]).connect();
+			try {
+				assert.deepEqual(await conn.visit(), { seen: 1, hibernatable: true });
+				const connectsBefore = connects.length;
+				const wakesBefore = wakes.length;
+				assert.equal(await conn.nap(), true);
+				await waitFor(() => wakes.length > wakesBefore, { timeoutMs: 30_000, what: "the actor to sleep and wake" }).catch(() => {});
+				// The next action wakes the actor if it is still asleep.
+				assert.deepEqual(await conn.visit(), { seen: 2, hibernatable: true }, "conn state survived");
+				assert.ok(wakes.length > wakesBefore, "a new generation served the connection");
+				assert.equal(connects.length, connectsBefore, "no second onConnect: the client did not reconnect");
+			} finally {
+				await conn.dispose();
+			}
+		});
+	}
+});

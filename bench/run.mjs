@@ -21,8 +21,10 @@ import { startEngine } from "./lib/engine.mjs";
 import { startHost } from "./lib/host.mjs";
 import { fmt, table } from "./lib/stats.mjs";
 import httpActions from "./scenarios/http-actions.mjs";
+import wsActions from "./scenarios/ws-actions.mjs";
+import wsBroadcast from "./scenarios/ws-broadcast.mjs";
 
-const SCENARIOS = [httpActions];
+const SCENARIOS = [httpActions, wsActions, wsBroadcast];
 
 const int = (name, fallback) => {
 	const value = Number.parseInt(process.env[name] ?? "", 10);

@@ -23,6 +23,8 @@ use crate::cancellation_token::CancellationToken;
 use crate::conn::ConnHandle;
 use crate::js_callback::JsCallback;
 use crate::types::{Checked, JsHttpRequest, JsHttpResponse, StateDeltaPayload};
+use crate::websocket::{WebSocket, WebSocketPayload};
+use rivetkit_native_core::routing::websocket::raw::RawWebSocket;
 
 #[napi(object, object_from_js = false)]
 pub struct CtxPayload {
@@ -127,6 +129,7 @@ pub struct JsHooks {
     on_connect: VoidHook<ConnPayload>,
     on_disconnect: VoidHook<ConnPayload>,
     on_before_subscribe: VoidHook<SubscribePayload>,
+    on_websocket: VoidHook<WebSocketPayload>,
 }
 
 impl JsHooks {
@@ -156,6 +159,7 @@ impl JsHooks {
                 None => JsCallback::from_property("onDisconnect", callbacks, "onDisconnect")?,
             },
             on_before_subscribe: JsCallback::from_property("onBeforeSubscribe", callbacks, "onBeforeSubscribe")?,
+            on_websocket: JsCallback::from_property("onWebSocket", callbacks, "onWebSocket")?,
         })
     }
 }
@@ -269,6 +273,15 @@ impl ActorHooks for JsHooks {
         })
     }
 
+    fn on_websocket(&self, ctx: &CoreContext, conn: &Conn, ws: RawWebSocket, request: Option<HttpRequest>) -> Option<BoxFuture<'static, anyhow::Result<()>>> {
+        void_call(&self.on_websocket, || WebSocketPayload {
+            ctx: js_ctx(ctx),
+            conn: ConnHandle::new(ctx, conn),
+            ws: WebSocket::new(ws),
+            request: request.map(js_request),
+        })
+    }
+
     fn action(&self, ctx: &CoreContext, conn: Option<&Conn>, name: &str, args: Vec<u8>, cancel: CoreToken) -> Option<BoxFuture<'static, anyhow::Result<Vec<u8>>>> {
         let hook = self.actions.get(name)?.clone();
         let payload = ActionPayload {
@@ -376,6 +389,11 @@ pub struct ActorCallbacks {
     /// Reject to refuse a subscription (the connection is closed).
     #[napi(ts_type = "(error: null, payload: SubscribePayload) => void | Promise<void>")]
     pub on_before_subscribe: Option<()>,
+    /// A raw WebSocket opened (any path but `/connect`): set its event
+    /// callback with `ws.setEventCallback`. A rejection closes the socket
+    /// with 1011 `<group>.<code>`.
+    #[napi(js_name = "onWebSocket", ts_type = "(error: null, payload: WebSocketPayload) => void | Promise<void>")]
+    pub on_websocket: Option<()>,
     /// Actions by name; each resolves to its CBOR-encoded output.
     #[napi(ts_type = "Record<string, (error: null, payload: ActionPayload) => Buffer | Promise<Buffer>>")]
     pub actions: Option<()>,

@@ -24,3 +24,4 @@ pub mod hooks;
 pub mod kv;
 pub mod registry;
 pub mod types;
+pub mod websocket;

@@ -5,6 +5,8 @@
 //
 // Actors:
 //   counter  actions: increment(by) → count (state saved each call), get() → count
+//   chat     actions: echo(x) → x; broadcast(seq) → seq, after broadcasting
+//            event "msg" [seq] to every subscribed connection (no state)
 
 import { createRequire } from "node:module";
 import { resolve } from "node:path";
@@ -32,8 +34,24 @@ const counter = new NapiActorFactory(
 	{ sleepTimeoutMs: 300_000 },
 );
 
+const chat = new NapiActorFactory(
+	{
+		createState: async () => cbor({}),
+		actions: {
+			echo: async (_err, { args }) => cbor(decode(args)[0] ?? null),
+			broadcast: async (_err, { ctx, args }) => {
+				const [seq] = decode(args);
+				ctx.broadcast("msg", cbor([seq]));
+				return cbor(seq);
+			},
+		},
+	},
+	{ sleepTimeoutMs: 300_000 },
+);
+
 const registry = new CoreRegistry();
 registry.register("counter", counter);
+registry.register("chat", chat);
 const serving = registry.serve({
 	endpoint: process.env.BENCH_ENDPOINT,
 	poolName: process.env.BENCH_POOL,

@@ -25,6 +25,19 @@ pub trait ConnTransport: Send + Sync + 'static {
     }
 }
 
+/// Where a hibernatable connection's socket lives at the gateway, and how
+/// far its messages got: what the next generation needs to take it over.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Hibernation {
+    pub gateway_id: [u8; 4],
+    pub request_id: [u8; 4],
+    /// Index of the last client message processed (and acknowledged).
+    pub client_message_index: u16,
+    pub path: String,
+    pub headers: HashMap<String, String>,
+}
+
 #[derive(Clone)]
 pub struct Conn(Arc<Inner>);
 
@@ -33,20 +46,80 @@ struct Inner {
     params: Vec<u8>,
     state: Mutex<Vec<u8>>,
     subscriptions: Mutex<HashSet<String>>,
-    transport: Option<Arc<dyn ConnTransport>>,
-    hibernatable: bool,
+    transport: Mutex<Option<Arc<dyn ConnTransport>>>,
+    hibernation: Option<Mutex<Hibernation>>,
+    /// Changed since its record was last written (hibernatable only).
+    dirty: std::sync::atomic::AtomicBool,
 }
 
 impl Conn {
-    pub fn new(id: String, params: Vec<u8>, transport: Option<Arc<dyn ConnTransport>>, hibernatable: bool) -> Self {
+    pub fn new(id: String, params: Vec<u8>, transport: Option<Arc<dyn ConnTransport>>, hibernation: Option<Hibernation>) -> Self {
+        let hibernatable = hibernation.is_some();
         Self(Arc::new(Inner {
             id,
             params,
             state: Mutex::default(),
             subscriptions: Mutex::default(),
-            transport,
-            hibernatable,
+            transport: Mutex::new(transport),
+            hibernation: hibernation.map(Mutex::new),
+            dirty: std::sync::atomic::AtomicBool::new(hibernatable),
         }))
+    }
+
+    /// A hibernatable connection read back from its record (no socket yet).
+    pub fn restore(record: ConnRecord) -> Self {
+        let conn = Self::new(record.id, record.params, None, Some(record.hibernation));
+        conn.set_state(record.state);
+        for event in record.subscriptions {
+            conn.subscribe(&event);
+        }
+        conn.0.dirty.store(false, std::sync::atomic::Ordering::Release);
+        conn
+    }
+
+    /// Gives a restored connection its new socket.
+    pub fn attach_transport(&self, transport: Arc<dyn ConnTransport>) {
+        *self.0.transport.lock().unwrap_or_else(|p| p.into_inner()) = Some(transport);
+    }
+
+    fn transport(&self) -> Option<Arc<dyn ConnTransport>> {
+        self.0.transport.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    pub fn hibernation(&self) -> Option<Hibernation> {
+        self.0.hibernation.as_ref().map(|h| h.lock().unwrap_or_else(|p| p.into_inner()).clone())
+    }
+
+    /// Records that client message `index` was processed.
+    pub fn set_client_message_index(&self, index: u16) {
+        if let Some(h) = &self.0.hibernation {
+            h.lock().unwrap_or_else(|p| p.into_inner()).client_message_index = index;
+            self.mark_dirty();
+        }
+    }
+
+    pub fn mark_dirty(&self) {
+        if self.0.hibernation.is_some() {
+            self.0.dirty.store(true, std::sync::atomic::Ordering::Release);
+        }
+    }
+
+    /// The record to write if the connection changed since the last write.
+    pub fn take_dirty_record(&self) -> Option<ConnRecord> {
+        if !self.0.dirty.swap(false, std::sync::atomic::Ordering::AcqRel) {
+            return None;
+        }
+        self.record()
+    }
+
+    pub fn record(&self) -> Option<ConnRecord> {
+        Some(ConnRecord {
+            id: self.0.id.clone(),
+            params: self.0.params.clone(),
+            state: self.state(),
+            subscriptions: self.0.subscriptions.lock().unwrap_or_else(|p| p.into_inner()).iter().cloned().collect(),
+            hibernation: self.hibernation()?,
+        })
     }
 
     pub fn id(&self) -> &str {
@@ -60,18 +133,21 @@ impl Conn {
     }
     pub fn set_state(&self, state: Vec<u8>) {
         *self.0.state.lock().unwrap_or_else(|p| p.into_inner()) = state;
+        self.mark_dirty();
     }
     pub fn is_hibernatable(&self) -> bool {
-        self.0.hibernatable
+        self.0.hibernation.is_some()
     }
     pub fn is_subscribed(&self, event: &str) -> bool {
         self.0.subscriptions.lock().unwrap_or_else(|p| p.into_inner()).contains(event)
     }
     pub fn subscribe(&self, event: &str) {
         self.0.subscriptions.lock().unwrap_or_else(|p| p.into_inner()).insert(event.to_string());
+        self.mark_dirty();
     }
     pub fn unsubscribe(&self, event: &str) {
         self.0.subscriptions.lock().unwrap_or_else(|p| p.into_inner()).remove(event);
+        self.mark_dirty();
     }
     pub fn clear_subscriptions(&self) {
         self.0.subscriptions.lock().unwrap_or_else(|p| p.into_inner()).clear();
@@ -80,7 +156,7 @@ impl Conn {
     /// `conn.send(name, args)`: an event to this connection whatever it
     /// subscribed to. A connection without a socket cannot receive events.
     pub fn send(&self, name: &str, args_cbor: &[u8]) -> anyhow::Result<()> {
-        match &self.0.transport {
+        match self.transport() {
             Some(transport) => transport.send_event(name, args_cbor),
             None => Err(RivetError::new("connection", "not_configured", "Connection transport is not configured.")
                 .with_metadata(serde_json::json!({ "component": "transport" }))
@@ -90,14 +166,14 @@ impl Conn {
 
     /// Closes the client's socket (code 1000 with `reason`), if it has one.
     pub fn close_transport(&self, code: u16, reason: &str) {
-        if let Some(transport) = &self.0.transport {
+        if let Some(transport) = self.transport() {
             transport.close(code, reason);
         }
     }
 
     /// True once the connection's socket closed.
     pub fn is_closed(&self) -> bool {
-        self.0.transport.as_ref().is_some_and(|t| t.is_closed())
+        self.transport().is_some_and(|t| t.is_closed())
     }
 
     pub fn same(&self, other: &Conn) -> bool {
@@ -111,14 +187,48 @@ impl std::fmt::Debug for Conn {
     }
 }
 
+/// What is persisted of a hibernatable connection (JSON under `[2, id]`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConnRecord {
+    pub id: String,
+    pub params: Vec<u8>,
+    pub state: Vec<u8>,
+    pub subscriptions: Vec<String>,
+    pub hibernation: Hibernation,
+}
+
 /// The live connections of one generation.
 #[derive(Default)]
 pub struct Connections {
     map: Mutex<HashMap<String, Conn>>,
     count: tokio::sync::watch::Sender<usize>,
+    /// Records of hibernatable connections that ended, to delete.
+    forgotten: Mutex<Vec<String>>,
 }
 
 impl Connections {
+    pub fn forget_record(&self, id: &str) {
+        self.forgotten.lock().unwrap_or_else(|p| p.into_inner()).push(id.to_string());
+    }
+
+    /// What the next save must write and delete.
+    pub fn take_record_changes(&self) -> (Vec<ConnRecord>, Vec<String>) {
+        let dirty = self.list().iter().filter_map(Conn::take_dirty_record).collect();
+        let forgotten = std::mem::take(&mut *self.forgotten.lock().unwrap_or_else(|p| p.into_inner()));
+        (dirty, forgotten)
+    }
+
+    /// Puts changes back after a failed save, so the retry writes them.
+    pub fn restore_record_changes(&self, dirty: &[ConnRecord], forgotten: Vec<String>) {
+        for record in dirty {
+            if let Some(conn) = self.get(&record.id) {
+                conn.mark_dirty();
+            }
+        }
+        self.forgotten.lock().unwrap_or_else(|p| p.into_inner()).extend(forgotten);
+    }
+
     pub fn insert(&self, conn: Conn) {
         let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
         map.insert(conn.id().to_string(), conn);
@@ -134,6 +244,13 @@ impl Connections {
             self.count.send_replace(map.len());
         }
         same
+    }
+
+    /// The hibernatable connection whose socket is `(gateway_id, request_id)`.
+    pub fn find_hibernated(&self, gateway_id: [u8; 4], request_id: [u8; 4]) -> Option<Conn> {
+        self.list().into_iter().find(|c| {
+            c.hibernation().is_some_and(|h| h.gateway_id == gateway_id && h.request_id == request_id)
+        })
     }
 
     pub fn get(&self, id: &str) -> Option<Conn> {
@@ -213,8 +330,8 @@ mod tests {
         let conns = Connections::default();
         let a = Arc::new(Recorder(Mutex::default()));
         let b = Arc::new(Recorder(Mutex::default()));
-        let ca = Conn::new("a".into(), vec![], Some(a.clone()), false);
-        let cb = Conn::new("b".into(), vec![], Some(b.clone()), false);
+        let ca = Conn::new("a".into(), vec![], Some(a.clone()), None);
+        let cb = Conn::new("b".into(), vec![], Some(b.clone()), None);
         ca.subscribe("tick");
         conns.insert(ca.clone());
         conns.insert(cb.clone());
@@ -231,7 +348,7 @@ mod tests {
 
     #[test]
     fn a_connection_without_transport_cannot_receive_events() {
-        let c = Conn::new("t".into(), vec![], None, false);
+        let c = Conn::new("t".into(), vec![], None, None);
         let err = c.send("x", &[]).unwrap_err();
         assert_eq!(RivetError::extract(&err).qualified_code(), "connection.not_configured");
     }

@@ -288,6 +288,11 @@ impl ActorContext {
             return;
         }
         conn.clear_subscriptions();
+        if conn.is_hibernatable() {
+            // Its record goes with it (on the next save, which we ask for now).
+            self.0.conns.forget_record(conn.id());
+            self.request_save(SaveOptions { immediate: true, max_wait: None });
+        }
         let cmd = super::task::DispatchCommand::Disconnect { conn: conn.clone() };
         if let Some(Err(err)) = self.0.dispatch.get().map(|tx| tx.try_send(cmd)) {
             tracing::warn!(error = %err, "could not queue onDisconnect");
@@ -297,7 +302,7 @@ impl ActorContext {
     /// A connection without a socket (e.g. for one HTTP request): the
     /// connect hooks run in the actor and it is registered on success.
     pub async fn connect_conn(&self, params: Vec<u8>, request: Option<super::HttpRequest>) -> anyhow::Result<super::Conn> {
-        let conn = super::Conn::new(super::conn::new_id(), params, None, false);
+        let conn = super::Conn::new(super::conn::new_id(), params, None, None);
         let tx = self.0.dispatch.get().ok_or_else(|| catalog::actor_not_ready().into_anyhow())?;
         let (reply, rx) = tokio::sync::oneshot::channel();
         tx.try_send(super::task::DispatchCommand::Connect { conn: conn.clone(), request, reply })

@@ -11,6 +11,7 @@ use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
 use super::{ActorContext, Conn};
+use crate::routing::websocket::raw::RawWebSocket;
 
 /// Hooks of the shape `(ctx) -> ()`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -158,6 +159,20 @@ pub trait ActorHooks: Send + Sync + 'static {
         _request: HttpRequest,
         _cancel: CancellationToken,
     ) -> Option<BoxFuture<'static, anyhow::Result<HttpResponse>>> {
+        None
+    }
+
+    /// `onWebSocket({ctx, conn, ws, request})`: a raw WebSocket opened on
+    /// `conn` (already connected). Its frames reach the event sink the host
+    /// sets on `ws`; a failure closes the socket with 1011 `<group>.<code>`.
+    /// `None` when not defined.
+    fn on_websocket(
+        &self,
+        _ctx: &ActorContext,
+        _conn: &Conn,
+        _ws: RawWebSocket,
+        _request: Option<HttpRequest>,
+    ) -> Option<BoxFuture<'static, anyhow::Result<()>>> {
         None
     }
 }

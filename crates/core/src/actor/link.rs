@@ -26,6 +26,12 @@ pub trait EngineLink: Send + Sync + 'static {
     fn kv_list_range(&self, actor_id: &str, start: Vec<u8>, end: Vec<u8>, reverse: bool, limit: Option<u64>) -> BoxFuture<'static, anyhow::Result<KvEntries>>;
     /// Sets (or clears, with `None`) the engine alarm that wakes the actor.
     fn set_alarm(&self, actor_id: &str, generation: u32, timestamp_ms: Option<i64>);
+    /// Acknowledges client message `index` on a hibernatable socket (the
+    /// gateway then stops buffering it for replay).
+    fn ack_hibernatable_message(&self, _gateway_id: [u8; 4], _request_id: [u8; 4], _index: u16) {}
+    /// Hands the envoy the sockets this generation takes over from its
+    /// predecessor; it reopens the live ones once the start succeeded.
+    fn restore_hibernating_sockets(&self, _actor_id: &str, _sockets: Vec<super::Hibernation>) {}
 }
 
 /// In-memory link for tests: intents are counted, KV is a sorted map.

@@ -19,7 +19,7 @@ pub mod storage;
 pub mod task;
 
 pub use config::ActorConfig;
-pub use conn::{Conn, ConnTransport, Connections};
+pub use conn::{Conn, ConnRecord, ConnTransport, Connections, Hibernation};
 pub use context::{ActorContext, GenerationHold};
 pub use factory::ActorFactory;
 pub use hooks::{ActorHooks, HttpRequest, HttpResponse, LifecycleHook, SerializeReason, StateDelta};

@@ -9,7 +9,7 @@
 //! |-----------------------------|-------|
 //! | `[1]`                       | actor record header (below) |
 //! | `[1, 1 + slot, index u32 BE]` | state chunks of a large state, in one of two slots |
-//! | `[2, conn id]`              | hibernatable connection records |
+//! | `[2, conn id]`              | hibernatable connection records (JSON: id, params, state, subscriptions, gateway and request ids, last client message index, path, headers) |
 //! | `[4, key..]`                | user KV (`ActorContext.kv()`), key bytes appended as-is |
 //!
 //! The header is `u16 LE version (1)`, `u8 flags` (bit 0 initialized, bit 1
@@ -223,6 +223,43 @@ pub async fn save_record(ctx: &ActorContext) -> anyhow::Result<()> {
         .await?;
     ctx.set_state_slot(slot);
     Ok(())
+}
+
+fn conn_key(id: &str) -> Vec<u8> {
+    let mut key = vec![CONN_PREFIX];
+    key.extend_from_slice(id.as_bytes());
+    key
+}
+
+/// Writes hibernatable-connection records (JSON) and deletes ended ones.
+pub async fn write_conn_records(ctx: &ActorContext, records: &[super::ConnRecord], forgotten: &[String]) -> anyhow::Result<()> {
+    let entries = records
+        .iter()
+        .map(|r| Ok((conn_key(&r.id), serde_json::to_vec(r)?)))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    for batch in entries.chunks(CHUNKS_PER_PUT) {
+        ctx.link().kv_put(ctx.actor_id(), batch.to_vec(), ctx.lost_token().clone()).await?;
+    }
+    if !forgotten.is_empty() && !ctx.is_lost() {
+        ctx.link().kv_delete(ctx.actor_id(), forgotten.iter().map(|id| conn_key(id)).collect()).await?;
+    }
+    Ok(())
+}
+
+/// Reads every hibernatable-connection record; unreadable ones are
+/// reported and skipped (their sockets are then closed as stale).
+pub async fn load_conn_records(ctx: &ActorContext) -> anyhow::Result<Vec<super::ConnRecord>> {
+    let entries = ctx.link().kv_list_prefix(ctx.actor_id(), vec![CONN_PREFIX], false, None).await?;
+    Ok(entries
+        .into_iter()
+        .filter_map(|(key, value)| match serde_json::from_slice(&value) {
+            Ok(record) => Some(record),
+            Err(err) => {
+                tracing::warn!(key = ?key, %err, "skipping an unreadable connection record");
+                None
+            }
+        })
+        .collect())
 }
 
 /// The engine key of a user KV key.

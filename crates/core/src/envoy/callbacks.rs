@@ -133,8 +133,8 @@ impl EnvoyCallbacks for RegistryCallbacks {
         &self,
         _handle: EnvoyHandle,
         actor_id: String,
-        _gateway_id: protocol::GatewayId,
-        _request_id: protocol::RequestId,
+        gateway_id: protocol::GatewayId,
+        request_id: protocol::RequestId,
         request: HttpRequest,
         path: String,
         headers: HashMap<String, String>,
@@ -145,7 +145,7 @@ impl EnvoyCallbacks for RegistryCallbacks {
         let dispatcher = self.dispatcher.clone();
         async move {
             let result = routing::websocket::handle_websocket(
-                &dispatcher, &actor_id, request, path, headers, is_hibernatable, is_restoring_hibernatable, sender,
+                &dispatcher, &actor_id, gateway_id, request_id, request, path, headers, is_hibernatable, is_restoring_hibernatable, sender,
             )
             .await;
             if let Err(err) = &result {
@@ -161,8 +161,9 @@ impl EnvoyCallbacks for RegistryCallbacks {
         _actor_id: &str,
         _gateway_id: &protocol::GatewayId,
         _request_id: &protocol::RequestId,
-        _request: &HttpRequest,
+        request: &HttpRequest,
     ) -> BoxFuture<anyhow::Result<bool>> {
-        async { Ok(false) }.boxed()
+        let hibernate = routing::websocket::can_hibernate(&request.path);
+        async move { Ok(hibernate) }.boxed()
     }
 }

@@ -47,4 +47,23 @@ impl EngineLink for EnvoyLink {
     fn set_alarm(&self, actor_id: &str, generation: u32, timestamp_ms: Option<i64>) {
         self.0.set_alarm(actor_id.to_string(), timestamp_ms, Some(generation));
     }
+    fn ack_hibernatable_message(&self, gateway_id: [u8; 4], request_id: [u8; 4], index: u16) {
+        self.0.send_hibernatable_ws_message_ack(gateway_id, request_id, index);
+    }
+    fn restore_hibernating_sockets(&self, actor_id: &str, sockets: Vec<crate::actor::Hibernation>) {
+        let metas = sockets
+            .into_iter()
+            .map(|h| rivet_envoy_client::tunnel::HibernatingWebSocketMetadata {
+                gateway_id: h.gateway_id,
+                request_id: h.request_id,
+                // The envoy checks inbound indexes against `rivet_message_index`;
+                // its own outgoing count restarts (as the reference does).
+                envoy_message_index: 0,
+                rivet_message_index: h.client_message_index,
+                path: h.path,
+                headers: h.headers,
+            })
+            .collect();
+        self.0.restore_hibernating_requests(actor_id.to_string(), metas);
+    }
 }

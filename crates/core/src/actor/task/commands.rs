@@ -3,6 +3,7 @@
 use tokio::sync::oneshot;
 
 use crate::actor::{Conn, HttpRequest, HttpResponse};
+use crate::routing::websocket::raw::RawWebSocket;
 
 pub type Reply<T> = oneshot::Sender<anyhow::Result<T>>;
 
@@ -31,4 +32,7 @@ pub enum DispatchCommand {
     Disconnect { conn: Conn },
     /// Runs `onBeforeSubscribe`, then subscribes the connection.
     Subscribe { conn: Conn, event_name: String, reply: Reply<()> },
+    /// Runs `onWebSocket` for a raw WebSocket opened on `conn` (the request
+    /// is boxed to keep the command small).
+    OpenWebSocket { conn: Conn, ws: RawWebSocket, request: Box<Option<HttpRequest>>, reply: Reply<()> },
 }

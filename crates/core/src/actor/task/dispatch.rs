@@ -92,6 +92,23 @@ impl ActorTask {
                 });
                 self.spawn_tracked_reply(fut, timeout + std::time::Duration::from_millis(100), cancel, reply);
             }
+            DispatchCommand::OpenWebSocket { conn, ws, request, reply } => {
+                if let Err(err) = self.admit() {
+                    let _ = reply.send(Err(err.context(self.ctx.specifier())));
+                    return;
+                }
+                let Some(fut) = self.factory.hooks.on_websocket(&self.ctx, &conn, ws, *request) else {
+                    let err = RivetError::new("actor", "websocket_not_handled", "The actor has no `onWebSocket` handler.");
+                    let _ = reply.send(Err(err.into_anyhow().context(self.ctx.specifier())));
+                    return;
+                };
+                // No core timeout (spec §6): the socket and its connection
+                // live on after the hook, which only sets them up.
+                let specifier = self.ctx.specifier();
+                self.inflight.spawn(async move {
+                    let _ = reply.send(fut.await.map_err(|err| err.context(specifier)));
+                });
+            }
         }
     }
 

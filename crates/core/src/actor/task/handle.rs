@@ -128,6 +128,19 @@ impl ActorTaskHandle {
         rx.await.map_err(|_| catalog::actor_stopping(None).into_anyhow())?
     }
 
+    /// Runs `onWebSocket` for the raw WebSocket `ws` opened on `conn`;
+    /// resolves when the hook did.
+    pub async fn open_websocket(
+        &self,
+        conn: Conn,
+        ws: crate::routing::websocket::raw::RawWebSocket,
+        request: Option<HttpRequest>,
+    ) -> anyhow::Result<()> {
+        let (tx, rx) = oneshot::channel();
+        self.dispatch(DispatchCommand::OpenWebSocket { conn, ws, request: Box::new(request), reply: tx }, "open a websocket")?;
+        rx.await.map_err(|_| catalog::actor_stopping(None).into_anyhow())?
+    }
+
     fn dispatch(&self, cmd: DispatchCommand, operation: &str) -> anyhow::Result<()> {
         self.dispatch_tx.try_send(cmd).map_err(|err| match err {
             mpsc::error::TrySendError::Full(_) => {

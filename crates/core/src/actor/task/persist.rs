@@ -26,5 +26,20 @@ pub(super) async fn save(ctx: &ActorContext, hooks: &dyn ActorHooks) -> anyhow::
             Err(_) => tracing::warn!("serializeState timed out; saving the last known state"),
         }
     }
-    storage::save_record(ctx).await
+    storage::save_record(ctx).await?;
+    save_conn_records(ctx).await
+}
+
+/// Writes changed hibernatable-connection records and deletes those of
+/// connections that ended. On failure the changes are kept for the retry.
+pub(super) async fn save_conn_records(ctx: &ActorContext) -> anyhow::Result<()> {
+    let (dirty, forgotten) = ctx.conns().take_record_changes();
+    if dirty.is_empty() && forgotten.is_empty() {
+        return Ok(());
+    }
+    let result = storage::write_conn_records(ctx, &dirty, &forgotten).await;
+    if result.is_err() {
+        ctx.conns().restore_record_changes(&dirty, forgotten);
+    }
+    result
 }

@@ -27,8 +27,17 @@ impl ActorTask {
             ShutdownKind::Sleep => LifecycleHook::OnSleep,
             ShutdownKind::Destroy => LifecycleHook::OnDestroy,
         };
-        // Connections end with the generation (close 1000, then onDisconnect).
+        // Connections end with the generation (close 1000, then onDisconnect),
+        // except hibernatable ones on a sleep: their sockets stay open at the
+        // gateway and the next generation takes them over from their records.
         for conn in self.ctx.conns().list() {
+            if kind == ShutdownKind::Sleep && conn.is_hibernatable() {
+                conn.mark_dirty();
+                continue;
+            }
+            if conn.is_hibernatable() {
+                self.ctx.conns().forget_record(conn.id());
+            }
             if self.ctx.conns().remove(&conn) {
                 conn.clear_subscriptions();
                 conn.close_transport(1000, "actor stopping");

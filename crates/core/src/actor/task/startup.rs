@@ -41,6 +41,20 @@ async fn run_start_hooks(ctx: ActorContext, factory: ActorFactory) -> anyhow::Re
         ctx.link().set_alarm(ctx.actor_id(), ctx.generation(), Some(alarm));
     }
 
+    // Hibernatable connections of the previous generation: registered
+    // (without hooks) and handed to the envoy, which reopens the sockets
+    // that are still live once this start succeeds.
+    if !is_new {
+        let records = storage::load_conn_records(&ctx).await?;
+        if !records.is_empty() {
+            let sockets = records.iter().map(|r| r.hibernation.clone()).collect();
+            for record in records {
+                ctx.conns().insert(crate::actor::Conn::restore(record));
+            }
+            ctx.link().restore_hibernating_sockets(ctx.actor_id(), sockets);
+        }
+    }
+
     if let Some(fut) = hooks.on_migrate(&ctx, is_new) {
         with_timeout("onMigrate", config.on_migrate_timeout, fut).await?;
     }

@@ -6,8 +6,7 @@ use rivetkit_client_protocol as client_protocol;
 use serde_bare::Uint;
 use vbare::OwnedVersionedData;
 
-use super::{invalid_request, ToClient, ToServer};
-use crate::error::RivetError;
+use super::{invalid, ToClient, ToServer};
 use crate::protocol::bare::RESPONSE_VERSION;
 
 pub(super) fn encode_to_client(msg: &ToClient) -> anyhow::Result<Vec<u8>> {
@@ -36,18 +35,17 @@ pub(super) fn encode_to_client(msg: &ToClient) -> anyhow::Result<Vec<u8>> {
                 output: output_cbor.clone(),
             })
         }
-        ToClient::Event { name, args_cbor } => client_protocol::ToClientBody::Event(client_protocol::Event {
-            name: name.clone(),
-            args: args_cbor.clone(),
-        }),
+        ToClient::Event { name, args_cbor } => {
+            client_protocol::ToClientBody::Event(client_protocol::Event { name: name.clone(), args: args_cbor.clone() })
+        }
     };
     client_protocol::versioned::ToClient::wrap_latest(client_protocol::ToClient { body })
         .serialize_with_embedded_version(RESPONSE_VERSION)
 }
 
-pub(super) fn decode_to_server(data: &[u8]) -> Result<ToServer, RivetError> {
+pub(super) fn decode_to_server(data: &[u8]) -> anyhow::Result<ToServer> {
     let message = client_protocol::versioned::ToServer::deserialize_with_embedded_version(data)
-        .map_err(|e| invalid_request("bare message", format!("{e:#}")))?;
+        .map_err(|e| invalid("bare message", format!("{e:#}")))?;
     Ok(match message.body {
         client_protocol::ToServerBody::ActionRequest(request) => {
             ToServer::ActionRequest { id: request.id.0, name: request.name, args_cbor: request.args }
@@ -89,10 +87,7 @@ mod tests {
             action_id: Some(300),
             actor: Some(ActorSpecifier { actor_id: "a".into(), generation: 3, key: Some("k".into()) }),
         };
-        assert_eq!(
-            encode(&msg),
-            hex("0400 01 0167 0163 016d  01 04 a1617801  01 ac02  01 0161 03 01 016b")
-        );
+        assert_eq!(encode(&msg), hex("0400 01 0167 0163 016d  01 04 a1617801  01 ac02  01 0161 03 01 016b"));
     }
 
     #[test]
@@ -124,7 +119,8 @@ mod tests {
     #[test]
     fn round_trip_through_schema_types() {
         for msg in all_messages() {
-            let decoded = client_protocol::versioned::ToClient::deserialize_with_embedded_version(&encode(&msg)).unwrap();
+            let decoded =
+                client_protocol::versioned::ToClient::deserialize_with_embedded_version(&encode(&msg)).unwrap();
             let back = match decoded.body {
                 client_protocol::ToClientBody::Init(i) => {
                     ToClient::Init { actor_id: i.actor_id, connection_id: i.connection_id }
@@ -135,7 +131,11 @@ mod tests {
                     message: e.message,
                     metadata_cbor: e.metadata,
                     action_id: e.action_id.map(|u| u.0),
-                    actor: e.actor.map(|a| ActorSpecifier { actor_id: a.actor_id, generation: a.generation.0, key: a.key }),
+                    actor: e.actor.map(|a| ActorSpecifier {
+                        actor_id: a.actor_id,
+                        generation: a.generation.0,
+                        key: a.key,
+                    }),
                 },
                 client_protocol::ToClientBody::ActionResponse(r) => {
                     ToClient::ActionResponse { id: r.id.0, output_cbor: r.output }
@@ -156,6 +156,30 @@ mod tests {
         assert_eq!(
             decode_to_server(Encoding::Bare, &bytes).unwrap(),
             ToServer::ActionRequest { id: 1, name: "x".into(), args_cbor: hex("820102") }
+        );
+    }
+
+    /// Frames captured from the official client (rivetkit 2.3.19): args are
+    /// `encodeCborCompat(args)`, passed through untouched.
+    #[test]
+    fn decodes_frames_captured_from_ts_client() {
+        let bytes = hex("04000000036269672284826724426967496e74613562c3a9b900016161f6826a24556e646566696e656400");
+        assert_eq!(
+            decode_to_server(Encoding::Bare, &bytes).unwrap(),
+            ToServer::ActionRequest {
+                id: 0,
+                name: "big".into(),
+                args_cbor: hex("84826724426967496e74613562c3a9b900016161f6826a24556e646566696e656400"),
+            }
+        );
+        let bytes = hex("04000002046e6f6e650d826a24556e646566696e656400");
+        assert_eq!(
+            decode_to_server(Encoding::Bare, &bytes).unwrap(),
+            ToServer::ActionRequest { id: 2, name: "none".into(), args_cbor: hex("826a24556e646566696e656400") }
+        );
+        assert_eq!(
+            decode_to_server(Encoding::Bare, &hex("040001047469636b00")).unwrap(),
+            ToServer::SubscriptionRequest { event_name: "tick".into(), subscribe: false }
         );
     }
 
@@ -203,12 +227,24 @@ mod tests {
             ToServer::ActionRequest { id: 9, name: "a".into(), args_cbor: vec![0xf6] }
         );
         for (version, body) in [
-            (2u8, serde_bare::to_vec(&v2::ToServer {
-                body: v2::ToServerBody::SubscriptionRequest(v2::SubscriptionRequest { event_name: "e".into(), subscribe: true }),
-            })),
-            (3u8, serde_bare::to_vec(&v3::ToServer {
-                body: v3::ToServerBody::SubscriptionRequest(v3::SubscriptionRequest { event_name: "e".into(), subscribe: true }),
-            })),
+            (
+                2u8,
+                serde_bare::to_vec(&v2::ToServer {
+                    body: v2::ToServerBody::SubscriptionRequest(v2::SubscriptionRequest {
+                        event_name: "e".into(),
+                        subscribe: true,
+                    }),
+                }),
+            ),
+            (
+                3u8,
+                serde_bare::to_vec(&v3::ToServer {
+                    body: v3::ToServerBody::SubscriptionRequest(v3::SubscriptionRequest {
+                        event_name: "e".into(),
+                        subscribe: true,
+                    }),
+                }),
+            ),
         ] {
             let mut framed = vec![version, 0];
             framed.extend_from_slice(&body.unwrap());
@@ -226,11 +262,11 @@ mod tests {
             hex(""),
             hex("04"),
             hex("0400"),
-            hex("0000 00 01 0178 00"),      // version 0
-            hex("0500 00 01 0178 00"),      // version 5
-            hex("0400 02 01 0178 00"),      // no such variant
-            hex("0400 00 01 0178 05 80"),   // args too short
-            hex("0400 00 01 02 ff fe 00"),  // name not UTF-8
+            hex("0000 00 01 0178 00"),                   // version 0
+            hex("0500 00 01 0178 00"),                   // version 5
+            hex("0400 02 01 0178 00"),                   // no such variant
+            hex("0400 00 01 0178 05 80"),                // args too short
+            hex("0400 00 01 02 ff fe 00"),               // name not UTF-8
             hex("0400 00 ffffffffffffffffffff7f 00 00"), // id overflows
         ] {
             assert_invalid(Encoding::Bare, &bytes);

@@ -12,8 +12,7 @@ use std::io::Cursor;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{invalid_request, ToClient, ToServer};
-use crate::error::RivetError;
+use super::{invalid, ToClient, ToServer};
 use crate::protocol::cbor_json::to_cbor;
 
 const MAJOR_TEXT: u8 = 3;
@@ -164,14 +163,14 @@ struct SubscriptionRequest {
     subscribe: bool,
 }
 
-pub(super) fn decode_to_server(data: &[u8]) -> Result<ToServer, RivetError> {
+pub(super) fn decode_to_server(data: &[u8]) -> anyhow::Result<ToServer> {
     let envelope: Envelope =
-        ciborium::from_reader(Cursor::new(data)).map_err(|e| invalid_request("cbor message", e.to_string()))?;
+        ciborium::from_reader(Cursor::new(data)).map_err(|e| invalid("cbor message", e.to_string()))?;
     Ok(match envelope.body {
         Body::ActionRequest(request) => ToServer::ActionRequest {
             id: request.id,
             name: request.name,
-            args_cbor: to_cbor(&request.args).map_err(|e| invalid_request("args", format!("{e:#}")))?,
+            args_cbor: to_cbor(&request.args).map_err(|e| invalid("args", format!("{e:#}")))?,
         },
         Body::SubscriptionRequest(request) => {
             ToServer::SubscriptionRequest { event_name: request.event_name, subscribe: request.subscribe }
@@ -218,7 +217,8 @@ mod tests {
     #[test]
     fn golden_init() {
         let msg = ToClient::Init { actor_id: "ab".into(), connection_id: "c".into() };
-        let expected = format!("{ENVELOPE} 64496e6974 {VAL} a2 676163746f724964 626162 6c636f6e6e656374696f6e4964 6163");
+        let expected =
+            format!("{ENVELOPE} 64496e6974 {VAL} a2 676163746f724964 626162 6c636f6e6e656374696f6e4964 6163");
         assert_eq!(encode(&msg), hex(&expected));
     }
 
@@ -378,6 +378,50 @@ mod tests {
         );
     }
 
+    /// Frames captured from the official client (rivetkit 2.3.19, cbor-x):
+    /// maps with 2-byte length heads, bigint ids as 64-bit integers.
+    #[test]
+    fn decodes_frames_captured_from_ts_client() {
+        let prefix = "b9000164626f6479b90002637461676d416374696f6e526571756573746376616cb90003";
+        // action("x", [1, 2])
+        let bytes = hex(&format!("{prefix} 6269641b0000000000000000 646e616d656178 6461726773820102"));
+        assert_eq!(
+            decode_to_server(Encoding::Cbor, &bytes).unwrap(),
+            ToServer::ActionRequest { id: 0, name: "x".into(), args_cbor: hex("820102") }
+        );
+        // action("big", [5n, "é", {a: null}, undefined]): no compat transform
+        // on this path, so 5n is a plain integer and undefined is null.
+        let bytes = hex(&format!(
+            "{prefix} 6269641b0000000000000000 646e616d6563626967 6461726773841b000000000000000562c3a9b900016161f6f7"
+        ));
+        let ToServer::ActionRequest { name, args_cbor, .. } = decode_to_server(Encoding::Cbor, &bytes).unwrap() else {
+            panic!()
+        };
+        assert_eq!(name, "big");
+        assert_eq!(args_cbor, hex("840562c3a9a16161f6f6"));
+        // action("none") with args undefined → null.
+        let bytes = hex(&format!("{prefix} 6269641b0000000000000002 646e616d65646e6f6e65 6461726773f7"));
+        assert_eq!(
+            decode_to_server(Encoding::Cbor, &bytes).unwrap(),
+            ToServer::ActionRequest { id: 2, name: "none".into(), args_cbor: hex("f6") }
+        );
+        // action("bytes", [Uint8Array [1, 2]]): cbor-x writes tag 64 + a byte
+        // string, which JSON cannot hold.
+        let bytes = hex(&format!("{prefix} 6269641b0000000000000001 646e616d65656279746573 646172677381d840420102"));
+        assert_invalid(Encoding::Cbor, &bytes);
+        // conn.on("tick") then unsubscribe.
+        for (tail, subscribe) in [("f5", true), ("f4", false)] {
+            let bytes = hex(&format!(
+                "b9000164626f6479b900026374616773537562736372697074696f6e526571756573746376616c\
+                 b90002696576656e744e616d65647469636b69737562736372696265{tail}"
+            ));
+            assert_eq!(
+                decode_to_server(Encoding::Cbor, &bytes).unwrap(),
+                ToServer::SubscriptionRequest { event_name: "tick".into(), subscribe }
+            );
+        }
+    }
+
     #[test]
     fn args_are_re_encoded_from_their_json_value() {
         // args as a 2-byte-length text, re-encoded canonically; undefined → null.
@@ -401,7 +445,10 @@ mod tests {
             (
                 "body",
                 map(vec![
-                    ("val", map(vec![("subscribe", Cbor::Bool(false)), ("eventName", text("tick")), ("x", Cbor::Null)])),
+                    (
+                        "val",
+                        map(vec![("subscribe", Cbor::Bool(false)), ("eventName", text("tick")), ("x", Cbor::Null)]),
+                    ),
                     ("tag", text("SubscriptionRequest")),
                 ]),
             ),
@@ -425,16 +472,16 @@ mod tests {
         let cases = vec![
             vec![],
             hex("ff"),
-            hex("a0"),                                                             // no body
-            cbor(&map(vec![("body", text("x"))])),                                 // body not a map
-            cbor(&envelope("Nope", map(vec![]))),                                  // unknown tag
-            cbor(&envelope("Init", map(vec![]))),                                  // a to-client tag
-            action(Cbor::Integer(1.into()), None),                                 // args missing
-            action(Cbor::Integer((-1).into()), Some(Cbor::Null)),                  // negative id
-            action(Cbor::Float(1.0), Some(Cbor::Null)),                            // float id
-            action(text("1"), Some(Cbor::Null)),                                   // text id
+            hex("a0"),                                                               // no body
+            cbor(&map(vec![("body", text("x"))])),                                   // body not a map
+            cbor(&envelope("Nope", map(vec![]))),                                    // unknown tag
+            cbor(&envelope("Init", map(vec![]))),                                    // a to-client tag
+            action(Cbor::Integer(1.into()), None),                                   // args missing
+            action(Cbor::Integer((-1).into()), Some(Cbor::Null)),                    // negative id
+            action(Cbor::Float(1.0), Some(Cbor::Null)),                              // float id
+            action(text("1"), Some(Cbor::Null)),                                     // text id
             action(Cbor::Array(vec![text("$BigInt"), text("1")]), Some(Cbor::Null)), // JSON compat id
-            action(Cbor::Integer(1.into()), Some(Cbor::Bytes(vec![1, 2]))),        // byte string args
+            action(Cbor::Integer(1.into()), Some(Cbor::Bytes(vec![1, 2]))),          // byte string args
             action(
                 Cbor::Integer(1.into()),
                 Some(Cbor::Array(vec![Cbor::Map(vec![(Cbor::Integer(1.into()), Cbor::Null)])])),

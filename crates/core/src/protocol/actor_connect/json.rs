@@ -8,8 +8,7 @@
 
 use serde_json::{Map, Value};
 
-use super::{invalid_request, ToClient, ToServer};
-use crate::error::RivetError;
+use super::{invalid, ToClient, ToServer};
 use crate::protocol::cbor_json::{cbor_to_json, to_cbor};
 
 const BIGINT_TAG: &str = "$BigInt";
@@ -75,37 +74,36 @@ pub(super) fn encode_to_client(msg: &ToClient) -> anyhow::Result<Vec<u8>> {
 }
 
 /// A number that is an unsigned integer, or `["$BigInt", "<decimal>"]`.
-fn compat_u64(value: &Value) -> Result<u64, RivetError> {
+fn compat_u64(value: &Value) -> anyhow::Result<u64> {
     match value {
-        Value::Number(n) => n.as_u64().ok_or_else(|| invalid_request("id", "not an unsigned integer")),
+        Value::Number(n) => n.as_u64().ok_or_else(|| invalid("id", "not an unsigned integer")),
         Value::Array(items) if items.len() == 2 => {
-            let tag = items[0].as_str().ok_or_else(|| invalid_request("id", "bigint tag is not a string"))?;
+            let tag = items[0].as_str().ok_or_else(|| invalid("id", "bigint tag is not a string"))?;
             if tag != BIGINT_TAG {
-                return Err(invalid_request("id", format!("unsupported compat tag `{tag}`")));
+                return Err(invalid("id", format!("unsupported compat tag `{tag}`")));
             }
-            let raw = items[1].as_str().ok_or_else(|| invalid_request("id", "bigint value is not a string"))?;
-            raw.parse::<u64>().map_err(|e| invalid_request("id", format!("bigint `{raw}`: {e}")))
+            let raw = items[1].as_str().ok_or_else(|| invalid("id", "bigint value is not a string"))?;
+            raw.parse::<u64>().map_err(|e| invalid("id", format!("bigint `{raw}`: {e}")))
         }
-        _ => Err(invalid_request("id", "invalid value")),
+        _ => Err(invalid("id", "invalid value")),
     }
 }
 
-fn string(val: &Map<String, Value>, field: &str) -> Result<String, RivetError> {
-    val.get(field).and_then(Value::as_str).map(str::to_owned).ok_or_else(|| invalid_request(field, "missing string"))
+fn string(val: &Map<String, Value>, field: &str) -> anyhow::Result<String> {
+    val.get(field).and_then(Value::as_str).map(str::to_owned).ok_or_else(|| invalid(field, "missing string"))
 }
 
-pub(super) fn decode_to_server(data: &[u8]) -> Result<ToServer, RivetError> {
-    let envelope: Value =
-        serde_json::from_slice(data).map_err(|e| invalid_request("json message", e.to_string()))?;
-    let body = envelope.get("body").and_then(Value::as_object).ok_or_else(|| invalid_request("body", "missing object"))?;
-    let tag = body.get("tag").and_then(Value::as_str).ok_or_else(|| invalid_request("tag", "missing string"))?;
-    let val = body.get("val").and_then(Value::as_object).ok_or_else(|| invalid_request("val", "missing object"))?;
+pub(super) fn decode_to_server(data: &[u8]) -> anyhow::Result<ToServer> {
+    let envelope: Value = serde_json::from_slice(data).map_err(|e| invalid("json message", e.to_string()))?;
+    let body = envelope.get("body").and_then(Value::as_object).ok_or_else(|| invalid("body", "missing object"))?;
+    let tag = body.get("tag").and_then(Value::as_str).ok_or_else(|| invalid("tag", "missing string"))?;
+    let val = body.get("val").and_then(Value::as_object).ok_or_else(|| invalid("val", "missing object"))?;
     match tag {
         "ActionRequest" => {
-            let id = compat_u64(val.get("id").ok_or_else(|| invalid_request("id", "missing value"))?)?;
+            let id = compat_u64(val.get("id").ok_or_else(|| invalid("id", "missing value"))?)?;
             let name = string(val, "name")?;
-            let args = val.get("args").ok_or_else(|| invalid_request("args", "missing value"))?;
-            let args_cbor = to_cbor(args).map_err(|e| invalid_request("args", format!("{e:#}")))?;
+            let args = val.get("args").ok_or_else(|| invalid("args", "missing value"))?;
+            let args_cbor = to_cbor(args).map_err(|e| invalid("args", format!("{e:#}")))?;
             Ok(ToServer::ActionRequest { id, name, args_cbor })
         }
         "SubscriptionRequest" => Ok(ToServer::SubscriptionRequest {
@@ -113,9 +111,9 @@ pub(super) fn decode_to_server(data: &[u8]) -> Result<ToServer, RivetError> {
             subscribe: val
                 .get("subscribe")
                 .and_then(Value::as_bool)
-                .ok_or_else(|| invalid_request("subscribe", "missing boolean"))?,
+                .ok_or_else(|| invalid("subscribe", "missing boolean"))?,
         }),
-        other => Err(invalid_request("tag", format!("unknown tag `{other}`"))),
+        other => Err(invalid("tag", format!("unknown tag `{other}`"))),
     }
 }
 
@@ -186,7 +184,10 @@ mod tests {
             r#"{"body":{"tag":"Error","val":{"actionId":null,"actor":{"actorId":"a1","generation":3},"code":"c","group":"g","message":"m"}}}"#
         );
         let msg = without_actor(msg);
-        assert_eq!(encode(&msg), r#"{"body":{"tag":"Error","val":{"actionId":null,"code":"c","group":"g","message":"m"}}}"#);
+        assert_eq!(
+            encode(&msg),
+            r#"{"body":{"tag":"Error","val":{"actionId":null,"code":"c","group":"g","message":"m"}}}"#
+        );
     }
 
     #[test]
@@ -202,8 +203,16 @@ mod tests {
     fn unrepresentable_payloads_fail_to_encode() {
         for payload in ["420102", "a1 01 02", "81 4100", "ff", "1b00"] {
             let payload = hex(payload);
-            assert!(encode_to_client(Encoding::Json, &ToClient::ActionResponse { id: 1, output_cbor: payload.clone() }).is_err());
-            assert!(encode_to_client(Encoding::Json, &ToClient::Event { name: "e".into(), args_cbor: payload.clone() }).is_err());
+            assert!(encode_to_client(
+                Encoding::Json,
+                &ToClient::ActionResponse { id: 1, output_cbor: payload.clone() }
+            )
+            .is_err());
+            assert!(encode_to_client(
+                Encoding::Json,
+                &ToClient::Event { name: "e".into(), args_cbor: payload.clone() }
+            )
+            .is_err());
             let err = ToClient::Error {
                 group: "g".into(),
                 code: "c".into(),
@@ -233,10 +242,35 @@ mod tests {
         assert_eq!(msg, ToServer::ActionRequest { id: 1, name: "x".into(), args_cbor: hex("820102") });
         let msg = action(r#"{"body":{"tag":"ActionRequest","val":{"id":18446744073709551615,"name":"","args":null}}}"#);
         assert_eq!(msg, ToServer::ActionRequest { id: u64::MAX, name: "".into(), args_cbor: hex("f6") });
-        let msg = action(r#" {"body":{"val":{"args":{"a":[1.5,"s",["$BigInt","9"]]},"name":"n","id":0},"tag":"ActionRequest"},"x":1} "#);
+        let msg = action(
+            r#" {"body":{"val":{"args":{"a":[1.5,"s",["$BigInt","9"]]},"name":"n","id":0},"tag":"ActionRequest"},"x":1} "#,
+        );
         let ToServer::ActionRequest { id, args_cbor, .. } = msg else { panic!() };
         assert_eq!(id, 0);
         assert_eq!(cbor_to_json(&args_cbor).unwrap(), json!({"a": [1.5, "s", ["$BigInt", "9"]]}));
+    }
+
+    /// Frames captured from the official client (rivetkit 2.3.19).
+    #[test]
+    fn decodes_frames_captured_from_ts_client() {
+        // action("big", [5n, "é", {a: null}, undefined])
+        let msg = action(
+            r#"{"body":{"tag":"ActionRequest","val":{"id":["$BigInt","0"],"name":"big","args":[["$BigInt","5"],"é",{"a":null},null]}}}"#,
+        );
+        let ToServer::ActionRequest { args_cbor, .. } = msg else { panic!() };
+        assert_eq!(cbor_to_json(&args_cbor).unwrap(), json!([["$BigInt", "5"], "é", {"a": null}, null]));
+        // action("bytes", [Uint8Array [1, 2]])
+        let msg = action(
+            r#"{"body":{"tag":"ActionRequest","val":{"id":["$BigInt","1"],"name":"bytes","args":[["$Uint8Array","AQI="]]}}}"#,
+        );
+        let ToServer::ActionRequest { id, args_cbor, .. } = msg else { panic!() };
+        assert_eq!((id, cbor_to_json(&args_cbor).unwrap()), (1, json!([["$Uint8Array", "AQI="]])));
+        // action("none") with args undefined: JSON.stringify drops the key,
+        // and `args` is required.
+        assert_invalid(
+            Encoding::Json,
+            br#"{"body":{"tag":"ActionRequest","val":{"id":["$BigInt","2"],"name":"none"}}}"#,
+        );
     }
 
     #[test]
@@ -282,7 +316,10 @@ mod tests {
             assert_invalid(Encoding::Json, data.as_bytes());
         }
         assert_invalid(Encoding::Json, &[0xff, 0xfe]);
-        let err = decode_err(Encoding::Json, br#"{"body":{"tag":"ActionRequest","val":{"id":["$Foo","1"],"name":"x","args":[]}}}"#);
+        let err = decode_err(
+            Encoding::Json,
+            br#"{"body":{"tag":"ActionRequest","val":{"id":["$Foo","1"],"name":"x","args":[]}}}"#,
+        );
         assert_eq!(err.metadata, Some(json!({"field": "id", "reason": "unsupported compat tag `$Foo`"})));
     }
 }

@@ -48,8 +48,15 @@ pub enum ToClient {
 pub enum ToServer {
     /// `args_cbor` is CBOR for the actor: the client's bytes (BARE) or its
     /// JSON value re-encoded (JSON, CBOR).
-    ActionRequest { id: u64, name: String, args_cbor: Vec<u8> },
-    SubscriptionRequest { event_name: String, subscribe: bool },
+    ActionRequest {
+        id: u64,
+        name: String,
+        args_cbor: Vec<u8>,
+    },
+    SubscriptionRequest {
+        event_name: String,
+        subscribe: bool,
+    },
 }
 
 /// One encoded WebSocket message.
@@ -85,12 +92,11 @@ pub fn encode_to_client(encoding: Encoding, msg: &ToClient) -> anyhow::Result<Fr
 /// failure is `protocol.invalid_actor_connect_request`, which the caller
 /// answers by closing with 1011 `actor.invalid_request`.
 pub fn decode_to_server(encoding: Encoding, data: &[u8]) -> anyhow::Result<ToServer> {
-    let decoded = match encoding {
+    match encoding {
         Encoding::Json => json::decode_to_server(data),
         Encoding::Cbor => cbor::decode_to_server(data),
         Encoding::Bare => bare::decode_to_server(data),
-    };
-    decoded.map_err(RivetError::into_anyhow)
+    }
 }
 
 /// `protocol.invalid_actor_connect_request` (errors §4), with its fields as
@@ -103,6 +109,10 @@ pub fn invalid_request(field: &str, reason: impl Into<String>) -> RivetError {
         format!("Invalid actor-connect request {field}: {reason}"),
     )
     .with_metadata(json!({ "field": field, "reason": reason }))
+}
+
+fn invalid(field: &str, reason: impl Into<String>) -> anyhow::Error {
+    invalid_request(field, reason).into_anyhow()
 }
 
 // ---------------------------------------------------------------------------
@@ -289,10 +299,7 @@ fn form_decode(input: &str) -> String {
         match bytes[i] {
             b'+' => out.push(b' '),
             b'%' => {
-                let escaped = bytes
-                    .get(i + 1)
-                    .zip(bytes.get(i + 2))
-                    .and_then(|(&h, &l)| Some(hex(h)? << 4 | hex(l)?));
+                let escaped = bytes.get(i + 1).zip(bytes.get(i + 2)).and_then(|(&h, &l)| Some(hex(h)? << 4 | hex(l)?));
                 if let Some(byte) = escaped {
                     out.push(byte);
                     i += 3;
@@ -446,7 +453,8 @@ pub(crate) mod tests {
         let err = RivetError::new("napi", "invalid_state", "secret detail")
             .with_metadata(json!({"a": [1, 2]}))
             .with_actor(spec_actor());
-        let ToClient::Error { group, code, message, metadata_cbor, action_id, actor } = error_message(&err, None, false)
+        let ToClient::Error { group, code, message, metadata_cbor, action_id, actor } =
+            error_message(&err, None, false)
         else {
             panic!("not an Error")
         };
@@ -457,10 +465,11 @@ pub(crate) mod tests {
 
     #[test]
     fn fixed_error_messages() {
-        let ToClient::Error { group, code, message, action_id, .. } = outgoing_too_long_message(4) else {
-            panic!()
-        };
-        assert_eq!((group.as_str(), code.as_str(), message.as_str(), action_id), ("message", "outgoing_too_long", "Outgoing message too long", Some(4)));
+        let ToClient::Error { group, code, message, action_id, .. } = outgoing_too_long_message(4) else { panic!() };
+        assert_eq!(
+            (group.as_str(), code.as_str(), message.as_str(), action_id),
+            ("message", "outgoing_too_long", "Outgoing message too long", Some(4))
+        );
         let ToClient::Error { code, message, action_id, .. } = setup_timed_out_message(5000) else { panic!() };
         assert_eq!(code, "callback_timed_out");
         assert_eq!(message, "actor websocket connection setup timed out after 5000 ms");
@@ -560,58 +569,5 @@ pub(crate) mod tests {
         let values = protocol_header_values(&headers);
         assert_eq!(parse_subprotocols(&values).unwrap(), (Encoding::Bare, vec![0xa0]));
         assert!(protocol_header_values(&HashMap::new()).is_empty());
-    }
-}
-
-#[cfg(test)]
-mod tmp_node_interop {
-    use super::tests::hex;
-    use super::*;
-
-    fn to_hex(b: &[u8]) -> String {
-        b.iter().map(|x| format!("{x:02x}")).collect()
-    }
-
-    #[test]
-    fn tmp_dump_and_decode() {
-        let Ok(dir) = std::env::var("AC_INTEROP_DIR") else { return };
-        let msgs = vec![
-            ("init", ToClient::Init { actor_id: "actor-1".into(), connection_id: "conn-1".into() }),
-            // {"a": 1, "big": ["$BigInt", "5"], "s": "é"}
-            ("response0", ToClient::ActionResponse { id: 0, output_cbor: to_cbor(&json!({"a": 1, "big": ["$BigInt", "5"], "s": "é", "n": null})).unwrap() }),
-            ("responseMax", ToClient::ActionResponse { id: u64::MAX, output_cbor: hex("f5") }),
-            ("event", ToClient::Event { name: "tick".into(), args_cbor: to_cbor(&json!([1, "x", {"k": [true]}])).unwrap() }),
-            ("actionError", error_message(
-                &RivetError::new("user", "boom", "it broke").with_metadata(json!({"why": 1})).with_actor(ActorSpecifier { actor_id: "a1".into(), generation: 3, key: Some("k/1".into()) }),
-                Some(0), true)),
-            ("actionErrorMaskedNoKey", error_message(
-                &RivetError::new("actor", "stopping", "secret").with_metadata(json!({"x": 1})).with_actor(ActorSpecifier { actor_id: "a1".into(), generation: 2, key: None }),
-                Some(0), true)),
-            ("connError", error_message(&RivetError::new("auth", "forbidden", "no").with_metadata(json!({"r": "x"})), None, false)),
-            ("connErrorPlain", setup_timed_out_message(5000)),
-        ];
-        let mut out = Vec::new();
-        for (name, msg) in &msgs {
-            for encoding in [Encoding::Json, Encoding::Cbor, Encoding::Bare] {
-                let frame = encode_to_client(encoding, msg).unwrap();
-                out.push(json!({"name": name, "encoding": format!("{encoding:?}").to_lowercase(), "binary": frame.binary, "hex": to_hex(&frame.data)}));
-            }
-        }
-        std::fs::write(format!("{dir}/frames.json"), serde_json::to_vec_pretty(&out).unwrap()).unwrap();
-        // Decode what the TS client sent, if present.
-        if let Ok(sent) = std::fs::read(format!("{dir}/ts_sent.json")) {
-            let sent: Vec<serde_json::Value> = serde_json::from_slice(&sent).unwrap();
-            for item in sent {
-                let encoding = match item["encoding"].as_str().unwrap() { "json" => Encoding::Json, "cbor" => Encoding::Cbor, _ => Encoding::Bare };
-                let data = hex(item["hex"].as_str().unwrap());
-                let decoded = decode_to_server(encoding, &data);
-                let shown = match &decoded {
-                    Ok(ToServer::ActionRequest { id, name, args_cbor }) => format!("ActionRequest id={id} name={name:?} args={} (cbor {})", crate::protocol::cbor_json::cbor_to_json(args_cbor).map(|v| v.to_string()).unwrap_or_else(|e| format!("ERR {e}")), to_hex(args_cbor)),
-                    Ok(other) => format!("{other:?}"),
-                    Err(e) => format!("ERR {e:#}"),
-                };
-                println!("TS→RUST {} [{}] {} => {}", item["encoding"], item["what"], item["hex"], shown);
-            }
-        }
     }
 }

@@ -42,7 +42,7 @@ pub(super) async fn handle(
     };
     // A transient connection for this one request: the connect hooks run,
     // the action sees it as its `conn`, and it is disconnected afterwards.
-    let conn = Conn::new(crate::actor::conn::new_id(), params, None, false);
+    let conn = Conn::new(crate::actor::conn::new_id(), params, None, None);
     let hook_request = HttpRequest {
         method: request.method.clone(),
         uri: request.path.clone(),

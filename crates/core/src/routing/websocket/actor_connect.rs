@@ -9,7 +9,9 @@ use futures::future::FutureExt;
 use rivet_envoy_client::config::{WebSocketHandler, WebSocketMessage, WebSocketSender};
 
 use super::transport::SocketTransport;
-use crate::actor::{conn, ActorTaskHandle, Conn, ConnTransport, HttpRequest};
+use super::SocketInfo;
+use crate::actor::save::SaveOptions;
+use crate::actor::{conn, ActorTaskHandle, Conn, ConnTransport, Hibernation, HttpRequest};
 use crate::dispatcher::Dispatcher;
 use crate::error::RivetError;
 use crate::protocol::actor_connect::{
@@ -23,11 +25,10 @@ use crate::protocol::actor_connect::{
 pub(super) async fn open(
     dispatcher: &Arc<Dispatcher>,
     handle: ActorTaskHandle,
-    path: String,
-    headers: HashMap<String, String>,
-    is_hibernatable: bool,
+    socket: SocketInfo,
     sender: WebSocketSender,
 ) -> anyhow::Result<WebSocketHandler> {
+    let SocketInfo { gateway_id, request_id, path, headers, is_hibernatable, is_restoring } = socket;
     let values = protocol_header_values(&headers);
     let encoding = match parse_encoding(&values) {
         Ok(encoding) => encoding,
@@ -36,11 +37,40 @@ pub(super) async fn open(
             None => return Err(err.into_anyhow()),
         },
     };
-    let params = parse_conn_params(&values).map_err(|e| e.into_anyhow())?;
     let config = handle.config();
     let transport = Arc::new(SocketTransport::new(sender, encoding, config.max_outgoing_message_size));
-    let conn = Conn::new(conn::new_id(), params, Some(transport.clone() as Arc<dyn ConnTransport>), is_hibernatable);
-    let headers_lower = headers.iter().map(|(k, v)| (k.to_ascii_lowercase(), v.clone())).collect();
+    let max_incoming = config.max_incoming_message_size;
+
+    if is_restoring {
+        // A socket that survived the previous generation's sleep: take over
+        // its connection. No hooks run and no `Init` is sent.
+        let Some(conn) = handle.context().conns().find_hibernated(gateway_id, request_id) else {
+            return Ok(close_on_open_owned(transport, 1011, "connection.restore_not_found"));
+        };
+        conn.attach_transport(transport.clone());
+        tracing::debug!(conn = conn.id(), "hibernated connection restored");
+        return Ok(handler(Socket { dispatcher: dispatcher.clone(), handle, conn, transport, max_incoming }, None));
+    }
+
+    let params = match parse_conn_params(&values) {
+        Ok(params) => params,
+        // The reference fails the callback here, which the gateway retries
+        // for ~20 s before the client sees an opaque error. Accepting and
+        // closing with the reason fails fast and says why.
+        Err(err) => {
+            tracing::debug!(error = %err, "invalid connection params");
+            return Ok(close_on_open_owned(transport, 1011, "protocol.invalid_actor_connect_request"));
+        }
+    };
+    let headers_lower: HashMap<String, String> = headers.iter().map(|(k, v)| (k.to_ascii_lowercase(), v.clone())).collect();
+    let hibernation = is_hibernatable.then(|| Hibernation {
+        gateway_id,
+        request_id,
+        client_message_index: 0,
+        path: path.clone(),
+        headers: headers_lower.clone(),
+    });
+    let conn = Conn::new(conn::new_id(), params, Some(transport.clone() as Arc<dyn ConnTransport>), hibernation);
     let request = HttpRequest { method: "GET".into(), uri: path, headers: headers_lower, body: Vec::new() };
 
     let setup = tokio::time::timeout(config.on_connect_timeout, handle.connect(conn.clone(), Some(request))).await;
@@ -63,8 +93,12 @@ pub(super) async fn open(
         }
     };
 
+    if first.1.is_none() && conn.is_hibernatable() {
+        // Its record must exist before the actor can sleep.
+        handle.context().request_save(SaveOptions::default());
+    }
     let on_open_transport = transport.clone();
-    let on_open: Box<dyn FnOnce(WebSocketSender) -> rivet_envoy_client::config::BoxFuture<()> + Send> =
+    let on_open: OnOpen =
         Box::new(move |_sender| {
             async move {
                 match first {
@@ -84,20 +118,34 @@ pub(super) async fn open(
             .boxed()
         });
 
-    let socket = Arc::new(Socket { dispatcher: dispatcher.clone(), handle, conn, transport, max_incoming: config.max_incoming_message_size });
+    Ok(handler(Socket { dispatcher: dispatcher.clone(), handle, conn, transport, max_incoming }, Some(on_open)))
+}
+
+type OnOpen = Box<dyn FnOnce(WebSocketSender) -> rivet_envoy_client::config::BoxFuture<()> + Send>;
+
+fn handler(socket: Socket, on_open: Option<OnOpen>) -> WebSocketHandler {
+    let socket = Arc::new(socket);
     let on_message_socket = socket.clone();
     let on_close_socket = socket;
-    Ok(WebSocketHandler {
+    WebSocketHandler {
         on_message: Box::new(move |message: WebSocketMessage| {
             let socket = on_message_socket.clone();
             async move { socket.on_message(message).await }.boxed()
         }),
         on_close: Box::new(move |_code, _reason| {
             let socket = on_close_socket.clone();
-            async move { socket.handle.disconnect(socket.conn.clone()) }.boxed()
+            async move { socket.handle.context().disconnect(&socket.conn) }.boxed()
         }),
-        on_open: Some(on_open),
-    })
+        on_open,
+    }
+}
+
+fn close_on_open_owned(transport: Arc<SocketTransport>, code: u16, reason: &'static str) -> WebSocketHandler {
+    WebSocketHandler {
+        on_message: Box::new(|_| async {}.boxed()),
+        on_close: Box::new(|_, _| async {}.boxed()),
+        on_open: Some(Box::new(move |_| async move { transport.close(code, reason) }.boxed())),
+    }
 }
 
 /// Accepts the socket only to close it (e.g. an unsupported encoding).
@@ -136,8 +184,10 @@ impl Socket {
                 return;
             }
         };
+        let index = message.message_index;
         match request {
-            // Subscriptions are handled in order, inline.
+            // Subscriptions are handled in order, inline (acknowledged first).
+            ToServer::SubscriptionRequest { .. } if self.conn.is_hibernatable() && !self.ack(index) => {}
             ToServer::SubscriptionRequest { event_name, subscribe: true } => {
                 if let Err(err) = self.handle.subscribe(self.conn.clone(), event_name).await {
                     let e = RivetError::extract(&err);
@@ -147,14 +197,41 @@ impl Socket {
             ToServer::SubscriptionRequest { event_name, subscribe: false } => self.conn.unsubscribe(&event_name),
             // Actions run concurrently; answers may come out of order.
             ToServer::ActionRequest { id, name, args_cbor } => {
+                if self.replay_later() {
+                    return;
+                }
                 let socket = self.clone();
-                self.dispatcher.tracker().spawn(async move { socket.run_action(id, name, args_cbor).await });
+                self.dispatcher.tracker().spawn(async move { socket.run_action(id, name, args_cbor, index).await });
             }
         }
     }
 
-    async fn run_action(self: Arc<Self>, id: u64, name: String, args: Vec<u8>) {
+    /// A hibernatable connection's action that arrives (or fails) while the
+    /// actor is going to sleep is dropped unacknowledged: the gateway
+    /// replays it to the next generation.
+    fn replay_later(&self) -> bool {
+        self.conn.is_hibernatable() && (self.handle.context().sleep_requested() || self.handle.context().aborted())
+    }
+
+    /// Records and acknowledges client message `index` of a hibernatable
+    /// connection (the record is saved with the next, throttled, save).
+    fn ack(&self, index: u16) -> bool {
+        let Some(h) = self.conn.hibernation() else { return true };
+        self.conn.set_client_message_index(index);
+        let ctx = self.handle.context();
+        ctx.link().ack_hibernatable_message(h.gateway_id, h.request_id, index);
+        ctx.request_save(SaveOptions::default());
+        true
+    }
+
+    async fn run_action(self: Arc<Self>, id: u64, name: String, args: Vec<u8>, index: u16) {
         let result = self.handle.action_on(Some(self.conn.clone()), name, args).await;
+        if result.is_err() && self.replay_later() {
+            return;
+        }
+        if self.conn.is_hibernatable() {
+            self.ack(index);
+        }
         let reply = match result {
             Ok(output) => ToClient::ActionResponse { id, output_cbor: output },
             Err(err) => {

@@ -1,11 +1,12 @@
 //! Gateway WebSockets → actor (spec websocket-actor-connect §1).
 //!
-//! `/connect` speaks the actor-connect protocol ([`actor_connect`]);
-//! other paths are raw WebSockets for the actor's `onWebSocket` (not built
-//! yet: refused). An admission failure fails the callback, which the envoy
-//! answers with close 1011 "Server Error".
+//! `/connect` speaks the actor-connect protocol ([`actor_connect`]); any
+//! other path is a raw WebSocket for the actor's `onWebSocket` ([`raw`]).
+//! An admission failure fails the callback, which the envoy answers with
+//! close 1011 "Server Error".
 
 mod actor_connect;
+pub mod raw;
 mod transport;
 
 use std::collections::HashMap;
@@ -14,23 +15,43 @@ use std::sync::Arc;
 use rivet_envoy_client::config::{HttpRequest as EnvoyRequest, WebSocketHandler, WebSocketSender};
 
 use crate::dispatcher::Dispatcher;
-use crate::error::catalog;
+
+/// What the gateway told us about one socket.
+pub(crate) struct SocketInfo {
+    pub gateway_id: [u8; 4],
+    pub request_id: [u8; 4],
+    pub path: String,
+    pub headers: HashMap<String, String>,
+    /// The gateway keeps it open while the actor sleeps.
+    pub is_hibernatable: bool,
+    /// A socket of a previous generation, reopened for this one.
+    pub is_restoring: bool,
+}
+
+/// Whether the gateway may keep a socket on `path` open while the actor
+/// sleeps: always for actor-connect (raw sockets: not yet).
+pub fn can_hibernate(path: &str) -> bool {
+    path.split('?').next() == Some("/connect")
+}
 
 #[allow(clippy::too_many_arguments)]
 pub async fn handle_websocket(
     dispatcher: &Arc<Dispatcher>,
     actor_id: &str,
+    gateway_id: [u8; 4],
+    request_id: [u8; 4],
     _request: EnvoyRequest,
     path: String,
     headers: HashMap<String, String>,
     is_hibernatable: bool,
-    _is_restoring_hibernatable: bool,
+    is_restoring_hibernatable: bool,
     sender: WebSocketSender,
 ) -> anyhow::Result<WebSocketHandler> {
     let handle = dispatcher.active_actor(actor_id)?;
     let route = path.split('?').next().unwrap_or("");
+    let socket = SocketInfo { gateway_id, request_id, path: path.clone(), headers, is_hibernatable, is_restoring: is_restoring_hibernatable };
     match route {
-        "/connect" => actor_connect::open(dispatcher, handle, path, headers, is_hibernatable, sender).await,
-        _ => Err(catalog::unsupported("raw WebSockets (onWebSocket)").into_anyhow()),
+        "/connect" => actor_connect::open(dispatcher, handle, socket, sender).await,
+        _ => raw::open(dispatcher, handle, _request, socket).await,
     }
 }
