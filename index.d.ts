@@ -78,6 +78,94 @@ export declare class ActorContext {
   sameActorInstance(other: ActorContext): boolean
   /** An `AbortSignal` that aborts when the generation begins to stop. */
   abortSignal(): AbortSignal
+  /**
+   * The actor's SQLite database. Not supported yet: the handle exists,
+   * its statements reject with `rivetkit-native.unsupported`.
+   */
+  sql(): JsNativeDatabase
+  /**
+   * Scheduled actions and cron jobs. Not supported yet: the handle
+   * exists, its methods reject with `rivetkit-native.unsupported`.
+   */
+  schedule(): Schedule
+  /**
+   * The actor's message queue. Not supported yet: the handle exists,
+   * its methods reject with `rivetkit-native.unsupported`.
+   */
+  queue(): Queue
+  /** No-op (state-change hooks are driven by the TypeScript runtime). */
+  beginOnStateChange(): void
+  /** No-op, see `beginOnStateChange`. */
+  endOnStateChange(): void
+  /** Without tracing: a handle on the same generation. */
+  withApplicationSpan(traceparent?: string | undefined | null, tracestate?: string | undefined | null): ActorContext
+  /** Always `null`: no invocation tracing yet. */
+  invocationTraceContext(): JsActorInvocationTraceContext | null
+  /** Always `null` (tracing disabled): the caller sends its own context. */
+  startCallSpan(actorName: string, actionName: string): OutboundCall | null
+  /** A workflow span that records nothing; its `ctx()` is this generation. */
+  startWorkflowSpan(): Promise<WorkflowSpan>
+  /** Always `null` (tracing disabled). */
+  startWorkflowStepSpan(stepName: string, attempt: number): WorkflowStepSpan | null
+  /** Not supported yet: rejects with `rivetkit-native.unsupported`. */
+  provisionActorRuntimeSocket(): Promise<JsActorRuntimeSocketEndpointInfo>
+  /** Not supported yet: throws `rivetkit-native.unsupported`. */
+  decodeInspectorRequest(bytes: Buffer, advertisedVersion: number): Buffer
+  /** Not supported yet: throws `rivetkit-native.unsupported`. */
+  encodeInspectorResponse(bytes: Buffer, targetVersion: number): Buffer
+  /** Not supported yet: throws `rivetkit-native.unsupported`. */
+  inspectorSnapshot(): JsInspectorSnapshot
+  /** Not supported yet: rejects with `rivetkit-native.unsupported`. */
+  verifyInspectorAuth(bearerToken?: string | undefined | null): Promise<void>
+  /** No-op: hibernatable connections are persisted by `saveState`. */
+  queueHibernationRemoval(connId: string): void
+  /** Always `false` (see `queueHibernationRemoval`). */
+  hasPendingHibernationChanges(): boolean
+  /** Always empty (see `queueHibernationRemoval`). */
+  takePendingHibernationChanges(): Array<string>
+  /** Always empty (see `queueHibernationRemoval`). */
+  dirtyHibernatableConns(): Array<ConnHandle>
+  /** Not supported yet (needs SQLite): rejects with `rivetkit-native.unsupported`. */
+  beginStateTransaction(timeoutMs?: number | undefined | null): Promise<JsActorStateTransaction>
+  /** Not supported yet: rejects with `rivetkit-native.unsupported`. */
+  saveStateAndWorkflowBatch(writes: Array<WorkflowKvWritePayload>): Promise<void>
+  /**
+   * Resolves once this generation has stopped (or was lost); after
+   * `destroy()` that is when the destroy is done.
+   */
+  waitForDestroyCompletion(): Promise<void>
+  /** Deprecated no-op: use `beginKeepAwake`/`endKeepAwake`. */
+  setPreventSleep(preventSleep: boolean): void
+  /** Always `false` (see `setPreventSleep`). */
+  preventSleep(): boolean
+  /**
+   * Clearing (no argument) resolves; setting a run wake time is not
+   * supported yet and rejects with `rivetkit-native.unsupported`.
+   */
+  setRunWakeAt(timestampMs?: number | undefined | null): Promise<void>
+  /** A keep-awake region for a WebSocket callback (as `beginKeepAwake`). */
+  beginWebsocketCallback(): number
+  endWebsocketCallback(regionId: number): void
+  /**
+   * Calls `predicate(conn)` for every live connection (synchronously,
+   * now) and disconnects those for which it returns a truthy value. A
+   * throw from the predicate is thrown from this call.
+   */
+  disconnectConns(predicate: (conn: ConnHandle) => unknown): Promise<void>
+  /**
+   * Resolves `true` at once: tracked work (`waitUntil`, `keepAwake`,
+   * `registerTask`) is awaited by the core's own stop sequence.
+   */
+  waitForTrackedShutdownWork(): Promise<boolean>
+  /** Resolves at once, see `waitForTrackedShutdownWork`. */
+  waitForTrackedShutdownWorkUnbounded(): Promise<void>
+  /**
+   * A plain object private to this generation: the same object on every
+   * call (and every handle) until `clearRuntimeState()`.
+   */
+  runtimeState(): Record<string, unknown>
+  /** Forgets this generation's `runtimeState()` object. */
+  clearRuntimeState(): void
 }
 
 /** A cancellation signal shared between JavaScript and Rust. */
@@ -140,6 +228,75 @@ export declare class CoreRegistry {
    * serving with a healthy engine link.
    */
   health(): Promise<JsRegistryRouteResponse>
+  /**
+   * The normal-mode metadata payload (`{runtime, version,
+   * envoyProtocolVersion, actorNames, envoy}`), status 200. Throws
+   * `napi.invalid_state` before `serve()` has started.
+   */
+  metadata(): JsRegistryRouteResponse
+  /**
+   * Prometheus text (`text/plain; version=0.0.4`), status 200:
+   * `rivetkit_native_active_actors`, the actor generations this host
+   * runs (0 when not serving).
+   */
+  metrics(): JsRegistryRouteResponse
+  /** Not supported yet: rejects with `rivetkit-native.unsupported`. */
+  serveApplicationListener(listener: JsListenerConfig, application: (...args: never[]) => unknown, config: JsServeConfig): Promise<void>
+  /** Not supported yet: rejects with `rivetkit-native.unsupported`. */
+  serveListener(listener: JsListenerConfig, config: JsServeConfig, application?: ((...args: never[]) => unknown) | undefined | null): Promise<void>
+  /** Not supported yet: rejects with `rivetkit-native.unsupported`. */
+  handleServerlessRequest(req: JsServerlessRequest, onStreamEvent: (...args: never[]) => unknown, cancelToken: CancellationToken, config: JsServeConfig): Promise<JsServerlessResponseHead>
+}
+
+/**
+ * JavaScript-facing reader for a streaming actor HTTP request (not
+ * supported yet).
+ */
+export declare class HttpRequestBodyStream {
+  read(): Promise<Buffer | null>
+  cancel(): Promise<void>
+}
+
+/**
+ * JavaScript-facing writer for a streaming actor HTTP response (not
+ * supported yet).
+ */
+export declare class HttpResponseBodyStream {
+  cancelled(): Promise<void>
+  write(chunk: Buffer): Promise<void>
+  end(): Promise<void>
+  error(message: string): Promise<void>
+}
+
+/** A state + SQLite transaction (never handed out yet). */
+export declare class JsActorStateTransaction {
+  execute(sql: string, params?: Array<JsBindParam> | undefined | null): Promise<NativeExecuteResult>
+  commit(payload: StateDeltaPayload): Promise<void>
+  rollback(): Promise<void>
+}
+
+/** The actor's SQLite database (not supported yet). */
+export declare class JsNativeDatabase {
+  /** Always `null`: no KV-backed VFS runs. */
+  takeLastKvError(): string | null
+  /** Always `null`: no VFS metrics. */
+  metrics(): JsSqliteVfsMetrics | null
+  run(sql: string, params?: Array<JsBindParam> | undefined | null): Promise<ExecuteResult>
+  query(sql: string, params?: Array<JsBindParam> | undefined | null): Promise<QueryResult>
+  execute(sql: string, params?: Array<JsBindParam> | undefined | null): Promise<NativeExecuteResult>
+  executeBatch(statements: Array<JsSqliteBatchStatement>): Promise<Array<NativeExecuteResult>>
+  exec(sql: string): Promise<QueryResult>
+  /** Resolves: nothing is open. */
+  close(): Promise<void>
+  beginTransaction(timeoutMs?: number | undefined | null, name?: string | undefined | null): Promise<JsSqliteTransaction>
+}
+
+/** A SQLite transaction (never handed out yet). */
+export declare class JsSqliteTransaction {
+  execute(sql: string, params?: Array<JsBindParam> | undefined | null): Promise<NativeExecuteResult>
+  exec(sql: string): Promise<QueryResult>
+  commit(): Promise<void>
+  rollback(): Promise<void>
 }
 
 export declare class Kv {
@@ -163,6 +320,57 @@ export declare class NapiActorFactory {
   constructor(callbacks: ActorCallbacks, config?: JsActorConfig | undefined | null)
 }
 
+/**
+ * One open call out to another actor. Without tracing it carries no
+ * span: `spanContext()` is `null` and `finish` does nothing.
+ */
+export declare class OutboundCall {
+  spanContext(): JsActorInvocationSpanContext | null
+  finish(error?: string | undefined | null): void
+}
+
+/** The actor's message queue (not supported yet). */
+export declare class Queue {
+  send(name: string, body: Buffer): Promise<QueueMessage>
+  next(options?: JsQueueNextOptions | undefined | null, signal?: CancellationToken | undefined | null): Promise<QueueMessage | null>
+  nextBatch(options?: JsQueueNextBatchOptions | undefined | null, signal?: CancellationToken | undefined | null): Promise<Array<QueueMessage>>
+  waitForNames(names: Array<string>, options?: JsQueueWaitOptions | undefined | null, signal?: CancellationToken | undefined | null): Promise<QueueMessage>
+  waitForNamesAvailable(names: Array<string>, options?: JsQueueWaitOptions | undefined | null, signal?: CancellationToken | undefined | null): Promise<void>
+  completePersisted(messageId: bigint, expectedName: string, response?: Buffer | undefined | null): Promise<boolean>
+  enqueueAndWait(name: string, body: Buffer, options?: JsQueueEnqueueAndWaitOptions | undefined | null, signal?: CancellationToken | undefined | null): Promise<Buffer | null>
+  tryNext(options?: JsQueueTryNextOptions | undefined | null): QueueMessage | null
+  tryNextBatch(options?: JsQueueTryNextBatchOptions | undefined | null): Array<QueueMessage>
+  /** Always 0: nothing can be queued. */
+  maxSize(): number
+  reset(): Promise<void>
+  inspectMessages(): Promise<Array<JsQueueInspectMessage>>
+}
+
+/** One queue message. Never handed out yet: every method fails. */
+export declare class QueueMessage {
+  id(): bigint
+  name(): string
+  body(): Buffer
+  createdAt(): number
+  isCompletable(): boolean
+  complete(response?: Buffer | undefined | null): Promise<void>
+}
+
+/** Scheduled actions and cron jobs (not supported yet). */
+export declare class Schedule {
+  after(durationMs: number, actionName: string, args: Buffer): Promise<string>
+  at(timestampMs: number, actionName: string, args: Buffer): Promise<string>
+  cancel(id: string): Promise<boolean>
+  get(id: string): Promise<JsScheduledEventInfo | null>
+  list(): Promise<Array<JsScheduledEventInfo>>
+  cronSet(name: string, expression: string, timezone: string | undefined | null, actionName: string, args: Buffer, maxHistory?: number | undefined | null): Promise<void>
+  cronEvery(name: string, intervalMs: number, actionName: string, args: Buffer, maxHistory?: number | undefined | null): Promise<void>
+  cronGet(name: string): Promise<JsCronJobInfo | null>
+  cronList(): Promise<Array<JsCronJobInfo>>
+  cronDelete(name: string): Promise<boolean>
+  cronHistory(name: string, limit?: number | undefined | null): Promise<Array<JsCronFire>>
+}
+
 /** A raw WebSocket of an actor, given to `onWebSocket`. */
 export declare class WebSocket {
   /**
@@ -181,6 +389,19 @@ export declare class WebSocket {
    * previous one); events received before are delivered first, in order.
    */
   setEventCallback(callback: (event: WebSocketEvent) => void): void
+}
+
+/** One open workflow run (no span recorded). */
+export declare class WorkflowSpan {
+  /** The context workflow code runs under: the same generation. */
+  ctx(): ActorContext
+  finish(outcome: string): Promise<void>
+}
+
+/** One open attempt at one workflow step (never handed out yet). */
+export declare class WorkflowStepSpan {
+  ctx(): ActorContext
+  finish(outcome: string, error?: string | undefined | null): void
 }
 
 /**
@@ -272,6 +493,14 @@ export interface CtxPayload {
   ctx: ActorContext
 }
 
+export declare function decodeInspectorRequest(bytes: Buffer, advertisedVersion: number): Buffer
+
+export declare function encodeInspectorResponse(bytes: Buffer, targetVersion: number): Buffer
+
+export interface ExecuteResult {
+  changes: number
+}
+
 export interface JsActionDefinition {
   name: string
 }
@@ -314,12 +543,67 @@ export interface JsActorConfig {
   actions?: Array<JsActionDefinition>
 }
 
+/** W3C span context of an invocation span. */
+export interface JsActorInvocationSpanContext {
+  traceId: string
+  spanId: string
+  traceFlags: number
+  tracestate?: string
+}
+
+/**
+ * Active actor invocation correlation (never produced yet:
+ * `ctx.invocationTraceContext()` returns `null`).
+ */
+export interface JsActorInvocationTraceContext {
+  rayId?: string
+  span?: JsActorInvocationSpanContext
+}
+
 /** One segment of an actor key. */
 export interface JsActorKeySegment {
   /** `"string"` or `"number"`. */
   kind: 'string' | 'number'
   stringValue?: string
   numberValue?: number
+}
+
+/**
+ * Where the actor runtime socket listens (`provisionActorRuntimeSocket`,
+ * not supported yet; declared here with the other runtime-side endpoints).
+ */
+export interface JsActorRuntimeSocketEndpointInfo {
+  path: string
+}
+
+export interface JsBindParam {
+  kind: string
+  intValue?: number
+  floatValue?: number
+  textValue?: string
+  blobValue?: Buffer
+}
+
+export interface JsCronFire {
+  action: string
+  scheduledAt: number
+  firedAt: number
+  finishedAt?: number
+  result: string
+  error?: JsScheduleErrorInfo
+}
+
+export interface JsCronJobInfo {
+  name: string
+  kind: string
+  action: string
+  args: Buffer
+  nextRunAt: number
+  lastRunAt?: number
+  expression?: string
+  timezone?: string
+  intervalMs?: number
+  maxHistory: number
 }
 
 /** A raw HTTP request as the actor sees it (path relative to the actor). */
@@ -339,6 +623,15 @@ export interface JsHttpResponse {
   stream?: boolean
 }
 
+export interface JsInspectorSnapshot {
+  stateRevision: number
+  connectionsRevision: number
+  queueRevision: number
+  activeConnections: number
+  queueSize: number
+  connectedClients: number
+}
+
 /** A key-value entry returned from KV list operations. */
 export interface JsKvEntry {
   key: Buffer
@@ -349,6 +642,59 @@ export interface JsKvEntry {
 export interface JsKvListOptions {
   reverse?: boolean
   limit?: number
+}
+
+/** Listener configuration of `serveListener` (not supported yet). */
+export interface JsListenerConfig {
+  /** Host to bind. Defaults to `0.0.0.0` when not provided. */
+  host?: string
+  port: number
+  /** Optional static file root mounted below the framework routes. */
+  publicDir?: string
+}
+
+export interface JsQueueEnqueueAndWaitOptions {
+  timeoutMs?: number
+}
+
+export interface JsQueueInspectMessage {
+  id: number
+  name: string
+  createdAtMs: number
+}
+
+export interface JsQueueNextBatchOptions {
+  names?: Array<string>
+  count?: number
+  timeoutMs?: number
+  completable?: boolean
+}
+
+export interface JsQueueNextOptions {
+  names?: Array<string>
+  timeoutMs?: number
+  completable?: boolean
+}
+
+export interface JsQueueSendResult {
+  status: string
+  response?: Buffer
+}
+
+export interface JsQueueTryNextBatchOptions {
+  names?: Array<string>
+  count?: number
+  completable?: boolean
+}
+
+export interface JsQueueTryNextOptions {
+  names?: Array<string>
+  completable?: boolean
+}
+
+export interface JsQueueWaitOptions {
+  timeoutMs?: number
+  completable?: boolean
 }
 
 /** A registry route answer (`health`, `metadata`, `metrics`). */
@@ -362,6 +708,20 @@ export interface JsRegistryRouteResponse {
 export interface JsRequestSaveOpts {
   immediate?: boolean
   maxWaitMs?: number
+}
+
+export interface JsScheduledEventInfo {
+  id: string
+  action: string
+  args: Buffer
+  runAt: number
+}
+
+export interface JsScheduleErrorInfo {
+  group: string
+  code: string
+  message: string
+  metadata?: unknown
 }
 
 /**
@@ -402,9 +762,53 @@ export interface JsServeConfig {
   envoyConnectTimeoutMs?: number
 }
 
+/** A serverless request (`handleServerlessRequest`, not supported yet). */
+export interface JsServerlessRequest {
+  method: string
+  url: string
+  headers: Record<string, string>
+  body: Buffer
+}
+
+export interface JsServerlessResponseHead {
+  status: number
+  headers: Record<string, string>
+}
+
+export interface JsSqliteBatchStatement {
+  sql: string
+  params?: Array<JsBindParam>
+}
+
+export interface JsSqliteVfsMetrics {
+  requestBuildNs: number
+  serializeNs: number
+  transportNs: number
+  stateUpdateNs: number
+  totalNs: number
+  commitCount: number
+  pageCacheEntries: number
+  pageCacheWeightedSize: number
+  pageCacheCapacityPages: number
+  writeBufferDirtyPages: number
+  dbSizePages: number
+}
+
 export interface MigratePayload {
   ctx: ActorContext
   isNew: boolean
+}
+
+export interface NativeExecuteResult {
+  columns: Array<string>
+  rows: Array<Array<unknown>>
+  changes: number
+  lastInsertRowId?: number
+}
+
+export interface QueryResult {
+  columns: Array<string>
+  rows: Array<Array<unknown>>
 }
 
 export interface RequestPayload {
@@ -417,6 +821,15 @@ export interface SerializePayload {
   ctx: ActorContext
   reason: 'save' | 'inspector'
 }
+
+/**
+ * Accepts the OpenTelemetry log sink and keeps nothing: there is no
+ * OpenTelemetry SDK whose warnings it would receive.
+ */
+export declare function setTelemetryLogSink(callback: (...args: never[]) => unknown): void
+
+/** Resolves at once: there is no telemetry pipeline to flush. */
+export declare function shutdownTelemetry(): Promise<void>
 
 /** One hibernatable connection's persisted bytes. */
 export interface StateDeltaConnHibernationEntry {
@@ -488,4 +901,9 @@ export interface WebSocketPayload {
   ws: WebSocket
   /** The upgrade request: method, path (with query) and headers. */
   request?: JsHttpRequest
+}
+
+export interface WorkflowKvWritePayload {
+  key: Buffer
+  value: Buffer
 }

@@ -3,7 +3,7 @@
 //! Each hook call hands JavaScript a fresh wrapper around the same core
 //! context (an `Arc`), so every method reads live state.
 
-use napi::bindgen_prelude::{Buffer, Function, Object, Promise, PromiseRaw, Unknown};
+use napi::bindgen_prelude::{Buffer, Function, Null, Object, ObjectRef, Promise, PromiseRaw, Unknown};
 use rivetkit_native_core::actor::save::SaveOptions;
 
 use crate::hooks::Ignored;
@@ -279,4 +279,236 @@ impl ActorContext {
         let _ = signal.value();
         Ok(signal)
     }
+    // ---- Compatibility surface of `@rivetkit/rivetkit-napi@2.3.19` ----
+    // Features not built yet fail when used with
+    // `rivetkit-native.unsupported` (see `crate::unsupported`); harmless
+    // ones are no-ops.
+
+    /// The actor's SQLite database. Not supported yet: the handle exists,
+    /// its statements reject with `rivetkit-native.unsupported`.
+    #[napi]
+    pub fn sql(&self) -> crate::unsupported::sqlite::JsNativeDatabase {
+        crate::unsupported::sqlite::JsNativeDatabase {}
+    }
+
+    /// Scheduled actions and cron jobs. Not supported yet: the handle
+    /// exists, its methods reject with `rivetkit-native.unsupported`.
+    #[napi]
+    pub fn schedule(&self) -> crate::unsupported::schedule::Schedule {
+        crate::unsupported::schedule::Schedule {}
+    }
+
+    /// The actor's message queue. Not supported yet: the handle exists,
+    /// its methods reject with `rivetkit-native.unsupported`.
+    #[napi]
+    pub fn queue(&self) -> crate::unsupported::queue::Queue {
+        crate::unsupported::queue::Queue {}
+    }
+
+    /// No-op (state-change hooks are driven by the TypeScript runtime).
+    #[napi]
+    pub fn begin_on_state_change(&self) {}
+
+    /// No-op, see `beginOnStateChange`.
+    #[napi]
+    pub fn end_on_state_change(&self) {}
+
+    /// Without tracing: a handle on the same generation.
+    #[napi(ts_args_type = "traceparent?: string | undefined | null, tracestate?: string | undefined | null")]
+    pub fn with_application_span(&self) -> ActorContext {
+        ActorContext::from(self.inner.clone())
+    }
+
+    /// Always `null`: no invocation tracing yet.
+    #[napi(ts_return_type = "JsActorInvocationTraceContext | null")]
+    pub fn invocation_trace_context(&self) -> Null {
+        Null
+    }
+
+    /// Always `null` (tracing disabled): the caller sends its own context.
+    #[napi(ts_args_type = "actorName: string, actionName: string", ts_return_type = "OutboundCall | null")]
+    pub fn start_call_span(&self) -> Null {
+        Null
+    }
+
+    /// A workflow span that records nothing; its `ctx()` is this generation.
+    #[napi(ts_return_type = "Promise<WorkflowSpan>")]
+    pub fn start_workflow_span<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, crate::unsupported::workflow::WorkflowSpan>> {
+        let ctx = self.inner.clone();
+        spawn_promise(env, async move { Ok(crate::unsupported::workflow::WorkflowSpan { ctx }) })
+    }
+
+    /// Always `null` (tracing disabled).
+    #[napi(ts_args_type = "stepName: string, attempt: number", ts_return_type = "WorkflowStepSpan | null")]
+    pub fn start_workflow_step_span(&self) -> Null {
+        Null
+    }
+
+    /// Not supported yet: rejects with `rivetkit-native.unsupported`.
+    #[napi(ts_return_type = "Promise<JsActorRuntimeSocketEndpointInfo>")]
+    pub fn provision_actor_runtime_socket<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
+        crate::unsupported::reject(env, "The actor runtime socket (provisionActorRuntimeSocket)")
+    }
+
+    /// Not supported yet: throws `rivetkit-native.unsupported`.
+    #[napi(ts_args_type = "bytes: Buffer, advertisedVersion: number", ts_return_type = "Buffer")]
+    pub fn decode_inspector_request(&self, env: &Env) -> napi::Result<()> {
+        Err(crate::unsupported::fail(env, "The inspector (ActorContext.decodeInspectorRequest)"))
+    }
+
+    /// Not supported yet: throws `rivetkit-native.unsupported`.
+    #[napi(ts_args_type = "bytes: Buffer, targetVersion: number", ts_return_type = "Buffer")]
+    pub fn encode_inspector_response(&self, env: &Env) -> napi::Result<()> {
+        Err(crate::unsupported::fail(env, "The inspector (ActorContext.encodeInspectorResponse)"))
+    }
+
+    /// Not supported yet: throws `rivetkit-native.unsupported`.
+    #[napi(ts_return_type = "JsInspectorSnapshot")]
+    pub fn inspector_snapshot(&self, env: &Env) -> napi::Result<()> {
+        Err(crate::unsupported::fail(env, "The inspector (ActorContext.inspectorSnapshot)"))
+    }
+
+    /// Not supported yet: rejects with `rivetkit-native.unsupported`.
+    #[napi(ts_args_type = "bearerToken?: string | undefined | null", ts_return_type = "Promise<void>")]
+    pub fn verify_inspector_auth<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
+        crate::unsupported::reject(env, "The inspector (ActorContext.verifyInspectorAuth)")
+    }
+
+    /// No-op: hibernatable connections are persisted by `saveState`.
+    #[napi(ts_args_type = "connId: string")]
+    pub fn queue_hibernation_removal(&self) {}
+
+    /// Always `false` (see `queueHibernationRemoval`).
+    #[napi]
+    pub fn has_pending_hibernation_changes(&self) -> bool {
+        false
+    }
+
+    /// Always empty (see `queueHibernationRemoval`).
+    #[napi]
+    pub fn take_pending_hibernation_changes(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// Always empty (see `queueHibernationRemoval`).
+    #[napi]
+    pub fn dirty_hibernatable_conns(&self) -> Vec<crate::conn::ConnHandle> {
+        Vec::new()
+    }
+
+    /// Not supported yet (needs SQLite): rejects with `rivetkit-native.unsupported`.
+    #[napi(ts_args_type = "timeoutMs?: number | undefined | null", ts_return_type = "Promise<JsActorStateTransaction>")]
+    pub fn begin_state_transaction<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
+        crate::unsupported::reject(env, "SQLite (ActorContext.beginStateTransaction)")
+    }
+
+    /// Not supported yet: rejects with `rivetkit-native.unsupported`.
+    #[napi(ts_args_type = "writes: Array<WorkflowKvWritePayload>", ts_return_type = "Promise<void>")]
+    pub fn save_state_and_workflow_batch<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
+        crate::unsupported::reject(env, "Workflows (ActorContext.saveStateAndWorkflowBatch)")
+    }
+
+    /// Resolves once this generation has stopped (or was lost); after
+    /// `destroy()` that is when the destroy is done.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn wait_for_destroy_completion<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
+        let (abort, lost) = (self.inner.abort_token().clone(), self.inner.lost_token().clone());
+        spawn_promise(env, async move {
+            tokio::select! {
+                _ = abort.cancelled() => {}
+                _ = lost.cancelled() => {}
+            }
+            Ok(())
+        })
+    }
+
+    /// Deprecated no-op: use `beginKeepAwake`/`endKeepAwake`.
+    #[napi(ts_args_type = "preventSleep: boolean")]
+    pub fn set_prevent_sleep(&self) {}
+
+    /// Always `false` (see `setPreventSleep`).
+    #[napi]
+    pub fn prevent_sleep(&self) -> bool {
+        false
+    }
+
+    /// Clearing (no argument) resolves; setting a run wake time is not
+    /// supported yet and rejects with `rivetkit-native.unsupported`.
+    #[napi(ts_args_type = "timestampMs?: number | undefined | null", ts_return_type = "Promise<void>")]
+    pub fn set_run_wake_at<'env>(&self, env: &'env Env, timestamp_ms: Option<f64>) -> napi::Result<PromiseRaw<'env, ()>> {
+        if timestamp_ms.is_some() {
+            return crate::unsupported::reject(env, "ActorContext.setRunWakeAt");
+        }
+        spawn_promise(env, async { Ok(()) })
+    }
+
+    /// A keep-awake region for a WebSocket callback (as `beginKeepAwake`).
+    #[napi]
+    pub fn begin_websocket_callback(&self) -> u32 {
+        self.inner.activity().begin()
+    }
+
+    #[napi]
+    pub fn end_websocket_callback(&self, region_id: u32) {
+        self.inner.activity().end(region_id);
+    }
+
+    /// Calls `predicate(conn)` for every live connection (synchronously,
+    /// now) and disconnects those for which it returns a truthy value. A
+    /// throw from the predicate is thrown from this call.
+    #[napi(ts_args_type = "predicate: (conn: ConnHandle) => unknown", ts_return_type = "Promise<void>")]
+    pub fn disconnect_conns<'env>(&self, env: &'env Env, predicate: Function<'env, crate::conn::ConnHandle, Unknown<'env>>) -> napi::Result<PromiseRaw<'env, ()>> {
+        for conn in self.inner.conns().list() {
+            if predicate.call(crate::conn::ConnHandle::new(&self.inner, &conn))?.coerce_to_bool()? {
+                crate::conn::disconnect(&self.inner, &conn, None);
+            }
+        }
+        spawn_promise(env, async { Ok(()) })
+    }
+
+    /// Resolves `true` at once: tracked work (`waitUntil`, `keepAwake`,
+    /// `registerTask`) is awaited by the core's own stop sequence.
+    #[napi(ts_return_type = "Promise<boolean>")]
+    pub fn wait_for_tracked_shutdown_work<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, bool>> {
+        spawn_promise(env, async { Ok(true) })
+    }
+
+    /// Resolves at once, see `waitForTrackedShutdownWork`.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn wait_for_tracked_shutdown_work_unbounded<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
+        spawn_promise(env, async { Ok(()) })
+    }
+
+    /// A plain object private to this generation: the same object on every
+    /// call (and every handle) until `clearRuntimeState()`.
+    #[napi(ts_return_type = "Record<string, unknown>")]
+    pub fn runtime_state<'env>(&self, env: &'env Env) -> napi::Result<Object<'env>> {
+        let key = (self.inner.actor_id().to_string(), self.inner.generation());
+        RUNTIME_STATE.with(|map| {
+            let mut map = map.borrow_mut();
+            if let Some(existing) = map.get(&key) {
+                return existing.get_value(env);
+            }
+            let object = Object::new(env)?;
+            map.insert(key, object.create_ref::<false>()?);
+            Ok(object)
+        })
+    }
+
+    /// Forgets this generation's `runtimeState()` object.
+    #[napi]
+    pub fn clear_runtime_state(&self, env: &Env) -> napi::Result<()> {
+        let key = (self.inner.actor_id().to_string(), self.inner.generation());
+        match RUNTIME_STATE.with(|map| map.borrow_mut().remove(&key)) {
+            Some(reference) => reference.unref(env),
+            None => Ok(()),
+        }
+    }
+}
+
+thread_local! {
+    /// `runtimeState()` objects by (actor id, generation). JS thread only:
+    /// references must be created and released there.
+    static RUNTIME_STATE: std::cell::RefCell<std::collections::HashMap<(String, u32), ObjectRef<false>>> =
+        std::cell::RefCell::new(std::collections::HashMap::new());
 }

@@ -8,7 +8,9 @@
 //! - [`error`]: structured errors across the boundary (`err.code`, the
 //!   `__RIVET_ERROR_JSON__:` message contract);
 //! - [`js_callback`]: the one typed wrapper for JavaScript callbacks;
-//! - [`cancellation_token`]: the `CancellationToken` class.
+//! - [`cancellation_token`]: the `CancellationToken` class;
+//! - [`unsupported`]: the rest of the `@rivetkit/rivetkit-napi` surface,
+//!   declared so the TypeScript runtime loads, failing only when used.
 
 #![deny(clippy::all)]
 
@@ -24,4 +26,5 @@ pub mod hooks;
 pub mod kv;
 pub mod registry;
 pub mod types;
+pub mod unsupported;
 pub mod websocket;

@@ -134,6 +134,8 @@ pub struct CoreRegistry {
     slot: Arc<Mutex<Slot>>,
     shutdown: CancellationToken,
     phase: watch::Sender<Phase>,
+    /// The `/metadata` payload, fixed when `serve()` read its config.
+    metadata: Arc<Mutex<Option<serde_json::Value>>>,
 }
 
 impl Default for CoreRegistry {
@@ -150,6 +152,7 @@ impl CoreRegistry {
             slot: Arc::new(Mutex::new(Slot::Registering(Core::new()))),
             shutdown: CancellationToken::new(),
             phase: watch::channel(Phase::NotStarted).0,
+            metadata: Arc::new(Mutex::new(None)),
         }
     }
 
@@ -182,6 +185,8 @@ impl CoreRegistry {
         };
         let shutdown = self.shutdown.clone();
         let phase = self.phase.clone();
+        let actor_metadata = core.actor_metadata();
+        let metadata = self.metadata.clone();
         spawn_promise(env, async move {
             if shutdown.is_cancelled() {
                 phase.send_replace(Phase::ShutDown);
@@ -190,6 +195,7 @@ impl CoreRegistry {
             let config = config.unwrap_or_default().into_core();
             let result = match config {
                 Ok(config) => {
+                    *metadata.lock().unwrap_or_else(|p| p.into_inner()) = Some(normal_metadata(&config, actor_metadata));
                     phase.send_replace(Phase::Starting);
                     let ready = phase.clone();
                     core.serve(config, shutdown, move |handle| {
@@ -278,6 +284,108 @@ impl CoreRegistry {
         let body = serde_json::json!({ "status": status, "runtime": "rivetkit", "version": env!("CARGO_PKG_VERSION") });
         spawn_promise(env, async move { Ok(json_route(code, &body)) })
     }
+
+    /// The normal-mode metadata payload (`{runtime, version,
+    /// envoyProtocolVersion, actorNames, envoy}`), status 200. Throws
+    /// `napi.invalid_state` before `serve()` has started.
+    #[napi]
+    pub fn metadata(&self, env: &Env) -> napi::Result<JsRegistryRouteResponse> {
+        match &*self.metadata.lock().unwrap_or_else(|p| p.into_inner()) {
+            Some(body) => Ok(json_route(200, body)),
+            None => Err(to_js_error(env, catalog::invalid_state("metadata() before serve() started").into_anyhow())),
+        }
+    }
+
+    /// Prometheus text (`text/plain; version=0.0.4`), status 200:
+    /// `rivetkit_native_active_actors`, the actor generations this host
+    /// runs (0 when not serving).
+    #[napi]
+    pub fn metrics(&self) -> JsRegistryRouteResponse {
+        let active = match &*self.phase.borrow() {
+            Phase::Ready(handle) => handle.active_actor_count(),
+            _ => 0,
+        };
+        let body = format!(
+            "# HELP rivetkit_native_active_actors Actor generations running on this host.\n\
+             # TYPE rivetkit_native_active_actors gauge\n\
+             rivetkit_native_active_actors {active}\n"
+        );
+        JsRegistryRouteResponse {
+            status: 200,
+            headers: HashMap::from([("content-type".to_string(), "text/plain; version=0.0.4".to_string())]),
+            body: Buffer::from(body.into_bytes()),
+        }
+    }
+
+    /// Not supported yet: rejects with `rivetkit-native.unsupported`.
+    #[napi(
+        ts_args_type = "listener: JsListenerConfig, application: (...args: never[]) => unknown, config: JsServeConfig",
+        ts_return_type = "Promise<void>"
+    )]
+    pub fn serve_application_listener<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
+        crate::unsupported::reject(env, "Listeners (CoreRegistry.serveApplicationListener)")
+    }
+
+    /// Not supported yet: rejects with `rivetkit-native.unsupported`.
+    #[napi(
+        ts_args_type = "listener: JsListenerConfig, config: JsServeConfig, application?: ((...args: never[]) => unknown) | undefined | null",
+        ts_return_type = "Promise<void>"
+    )]
+    pub fn serve_listener<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
+        crate::unsupported::reject(env, "Listeners (CoreRegistry.serveListener)")
+    }
+
+    /// Not supported yet: rejects with `rivetkit-native.unsupported`.
+    #[napi(
+        ts_args_type = "req: JsServerlessRequest, onStreamEvent: (...args: never[]) => unknown, cancelToken: CancellationToken, config: JsServeConfig",
+        ts_return_type = "Promise<JsServerlessResponseHead>"
+    )]
+    pub fn handle_serverless_request<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
+        crate::unsupported::reject(env, "Serverless (CoreRegistry.handleServerlessRequest)")
+    }
+}
+
+/// Listener configuration of `serveListener` (not supported yet).
+#[napi(object)]
+pub struct JsListenerConfig {
+    /// Host to bind. Defaults to `0.0.0.0` when not provided.
+    pub host: Option<String>,
+    pub port: u32,
+    /// Optional static file root mounted below the framework routes.
+    pub public_dir: Option<String>,
+}
+
+/// A serverless request (`handleServerlessRequest`, not supported yet).
+#[napi(object)]
+pub struct JsServerlessRequest {
+    pub method: String,
+    pub url: String,
+    pub headers: HashMap<String, String>,
+    pub body: Buffer,
+}
+
+#[napi(object)]
+pub struct JsServerlessResponseHead {
+    pub status: u32,
+    pub headers: HashMap<String, String>,
+}
+
+/// The Engine protocol version announced in `/metadata`.
+const ENVOY_PROTOCOL_VERSION: u32 = 8;
+
+/// The normal-mode metadata payload (registry-lifecycle spec §7.2).
+fn normal_metadata(config: &ServeConfig, actors: HashMap<String, serde_json::Value>) -> serde_json::Value {
+    let actor_names: serde_json::Map<String, serde_json::Value> = actors
+        .into_iter()
+        .map(|(name, meta)| (name, serde_json::json!({ "metadata": meta })))
+        .collect();
+    serde_json::json!({
+        "runtime": "rivetkit",
+        "version": config.serverless_package_version,
+        "envoyProtocolVersion": ENVOY_PROTOCOL_VERSION,
+        "actorNames": actor_names,
+        "envoy": { "kind": { "normal": {} }, "version": config.version },
+    })
 }
 
 fn json_route(status: u32, body: &serde_json::Value) -> JsRegistryRouteResponse {

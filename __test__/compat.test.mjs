@@ -1,0 +1,251 @@
+// Drop-in compatibility with `@rivetkit/rivetkit-napi@2.3.19`: every class,
+// method and exported function of its index.d.ts is declared in ours and
+// exported at runtime; features not built yet fail only when used, with
+// `rivetkit-native.unsupported` naming the feature.
+
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { dirname, join } from "node:path";
+import { after, before, describe, test } from "node:test";
+
+import { native, serveActors } from "./helpers/actors.mjs";
+import { actionFetch, cborEncode } from "./helpers/client.mjs";
+import { getOrCreateActor, startEngine } from "./helpers/engine.mjs";
+
+const require = createRequire(import.meta.url);
+
+function referenceDts() {
+	// The package's `exports` only exposes ".", so resolve its entry point
+	// (resolution does not load it) and read the files next to it.
+	const dir = dirname(require.resolve("@rivetkit/rivetkit-napi"));
+	const version = JSON.parse(readFileSync(join(dir, "package.json"), "utf8")).version;
+	assert.equal(version, "2.3.19", "the reference package must be pinned to 2.3.19");
+	return readFileSync(join(dir, "index.d.ts"), "utf8");
+}
+
+const ours = readFileSync(new URL("../index.d.ts", import.meta.url), "utf8");
+
+/** `{classes: Map<name, Set<method>>, functions: Set<name>}` of a d.ts. */
+function surface(dts) {
+	const classes = new Map();
+	const functions = new Set();
+	let current = null;
+	for (const raw of dts.split("\n")) {
+		const line = raw.trim();
+		if (line.startsWith("*") || line.startsWith("/")) continue;
+		let m;
+		if ((m = /^export declare class (\w+)/.exec(line))) {
+			current = new Set();
+			classes.set(m[1], current);
+		} else if ((m = /^export declare function (\w+)/.exec(line))) {
+			functions.add(m[1]);
+		} else if (current && line === "}") {
+			current = null;
+		} else if (current && (m = /^(?:static\s+)?(\w+)\s*\(/.exec(line))) {
+			current.add(m[1]);
+		}
+	}
+	return { classes, functions };
+}
+
+describe("surface of @rivetkit/rivetkit-napi@2.3.19", () => {
+	const reference = surface(referenceDts());
+	const mine = surface(ours);
+
+	test("the reference surface was parsed", () => {
+		assert.ok(reference.classes.size >= 15, `only ${reference.classes.size} classes parsed`);
+		assert.ok(reference.classes.get("ActorContext").size >= 50);
+		assert.ok(reference.functions.has("setTelemetryLogSink"));
+	});
+
+	test("index.d.ts declares every class, method and function", () => {
+		const missing = [];
+		for (const [name, methods] of reference.classes) {
+			const have = mine.classes.get(name);
+			if (!have) {
+				missing.push(`class ${name}`);
+				continue;
+			}
+			for (const method of methods) if (!have.has(method)) missing.push(`${name}.${method}`);
+		}
+		for (const fn of reference.functions) if (!mine.functions.has(fn)) missing.push(`function ${fn}`);
+		assert.deepEqual(missing, [], `missing from index.d.ts:\n${missing.join("\n")}`);
+	});
+
+	test("index.js exports every class and function at runtime", () => {
+		const missing = [];
+		for (const name of reference.classes.keys()) if (typeof native[name] !== "function") missing.push(name);
+		for (const name of reference.functions) if (typeof native[name] !== "function") missing.push(name);
+		for (const [name, methods] of reference.classes) {
+			const proto = native[name]?.prototype;
+			if (!proto) continue;
+			for (const method of methods) {
+				if (method === "constructor") continue;
+				if (typeof proto[method] !== "function") missing.push(`${name}.prototype.${method}`);
+			}
+		}
+		assert.deepEqual(missing, [], `missing from index.js:\n${missing.join("\n")}`);
+	});
+
+	test("harmless telemetry functions work", async () => {
+		assert.equal(native.setTelemetryLogSink(() => {}), undefined);
+		await native.shutdownTelemetry();
+	});
+
+	test("unsupported free functions throw rivetkit-native.unsupported", () => {
+		assert.throws(
+			() => native.decodeInspectorRequest(Buffer.alloc(0), 1),
+			(err) => err.code === "rivetkit-native.unsupported" && /inspector/i.test(err.message),
+		);
+	});
+
+	test("metadata() before serve() is napi.invalid_state; metrics() is Prometheus text", () => {
+		const registry = new native.CoreRegistry();
+		assert.throws(() => registry.metadata(), (err) => err.code === "napi.invalid_state");
+		const metrics = registry.metrics();
+		assert.equal(metrics.status, 200);
+		assert.equal(metrics.headers["content-type"], "text/plain; version=0.0.4");
+		assert.match(metrics.body.toString(), /^rivetkit_native_active_actors 0$/m);
+	});
+});
+
+describe("unsupported features fail only when used", () => {
+	let engine;
+	let host;
+	let actorId;
+	const seen = {};
+
+	before(async () => {
+		engine = await startEngine();
+		const factory = new native.NapiActorFactory(
+			{
+				createState: async () => cborEncode({ n: 0 }),
+				actions: {
+					ping: async () => cborEncode("pong"),
+					queueSend: async (_err, { ctx }) => {
+						const queue = ctx.queue();
+						await queue.send("jobs", cborEncode(1));
+						return cborEncode("sent");
+					},
+					scheduleAfter: async (_err, { ctx }) => {
+						await ctx.schedule().after(1000, "ping", cborEncode([]));
+						return cborEncode("scheduled");
+					},
+					disconnectSome: async (_err, { ctx }) => {
+						const keep = await ctx.connectConn(cborEncode(null));
+						const drop = await ctx.connectConn(cborEncode(null));
+						const asked = [];
+						await ctx.disconnectConns((conn) => {
+							asked.push(conn.id());
+							return conn.id() === drop.id();
+						});
+						const left = ctx.conns().map((c) => c.id());
+						const result = {
+							askedBoth: asked.includes(keep.id()) && asked.includes(drop.id()),
+							keptKeep: left.includes(keep.id()),
+							droppedDrop: !left.includes(drop.id()),
+						};
+						await keep.disconnect();
+						return cborEncode(result);
+					},
+					harmless: async (_err, { ctx }) => {
+						const rs = ctx.runtimeState();
+						rs.hits = (rs.hits ?? 0) + 1;
+						const region = ctx.beginWebsocketCallback();
+						ctx.endWebsocketCallback(region);
+						ctx.beginOnStateChange();
+						ctx.endOnStateChange();
+						ctx.setPreventSleep(true);
+						const span = await ctx.startWorkflowSpan();
+						await span.finish("ok");
+						await ctx.setRunWakeAt(null);
+						await ctx.disconnectConns(() => false);
+						Object.assign(seen, {
+							sameRuntimeState: ctx.runtimeState() === rs,
+							hits: rs.hits,
+							trace: ctx.invocationTraceContext(),
+							callSpan: ctx.startCallSpan("a", "b"),
+							stepSpan: ctx.startWorkflowStepSpan("s", 1),
+							preventSleep: ctx.preventSleep(),
+							pending: ctx.hasPendingHibernationChanges(),
+							taken: ctx.takePendingHibernationChanges(),
+							dirty: ctx.dirtyHibernatableConns(),
+							tracked: await ctx.waitForTrackedShutdownWork(),
+							same: ctx.sameActorInstance(ctx.withApplicationSpan(null, null)),
+							spanCtxSame: ctx.sameActorInstance(span.ctx()),
+							sqlKvError: ctx.sql().takeLastKvError(),
+							destroyRequested: ctx.destroyRequested(),
+						});
+						return cborEncode(rs.hits);
+					},
+				},
+			},
+			{ sleepTimeoutMs: 60_000 },
+		);
+		host = await serveActors(engine, { compat: factory });
+		actorId = (await getOrCreateActor(engine.endpoint, { name: "compat", key: "compat-1", pool: host.pool })).actor.actor_id;
+	});
+
+	after(async () => {
+		await host?.stop();
+		await engine?.stop();
+	});
+
+	for (const [action, feature] of [
+		["queueSend", "Queue.send"],
+		["scheduleAfter", "Schedule.after"],
+	]) {
+		test(`${action}: the client gets rivetkit-native.unsupported naming ${feature}`, async () => {
+			const res = await actionFetch(engine, actorId, action, { encoding: "json" });
+			assert.equal(res.status, 400, JSON.stringify(res.body));
+			assert.equal(res.body.group, "rivetkit-native");
+			assert.equal(res.body.code, "unsupported");
+			assert.ok(res.body.message.includes(feature), res.body.message);
+			const ok = await actionFetch(engine, actorId, "ping", { encoding: "json" });
+			assert.equal(ok.status, 200, JSON.stringify(ok.body));
+			assert.equal(ok.body.output, "pong");
+		});
+	}
+
+	test("harmless calls work, runtimeState persists per generation", async () => {
+		const first = await actionFetch(engine, actorId, "harmless", { encoding: "json" });
+		assert.equal(first.status, 200, JSON.stringify(first.body));
+		const second = await actionFetch(engine, actorId, "harmless", { encoding: "json" });
+		assert.equal(second.body.output, first.body.output + 1);
+		assert.deepEqual(seen, {
+			sameRuntimeState: true,
+			hits: second.body.output,
+			trace: null,
+			callSpan: null,
+			stepSpan: null,
+			preventSleep: false,
+			pending: false,
+			taken: [],
+			dirty: [],
+			tracked: true,
+			same: true,
+			spanCtxSame: true,
+			sqlKvError: null,
+			destroyRequested: false,
+		});
+	});
+
+	test("disconnectConns disconnects the connections the predicate picks", async () => {
+		const res = await actionFetch(engine, actorId, "disconnectSome", { encoding: "json" });
+		assert.equal(res.status, 200, JSON.stringify(res.body));
+		assert.deepEqual(res.body.output, { askedBoth: true, keptKeep: true, droppedDrop: true });
+	});
+
+	test("metadata() and metrics() while serving", () => {
+		const meta = host.registry.metadata();
+		assert.equal(meta.status, 200);
+		const body = JSON.parse(meta.body.toString());
+		assert.equal(body.runtime, "rivetkit");
+		assert.equal(body.envoyProtocolVersion, 8);
+		assert.deepEqual(body.envoy.kind, { normal: {} });
+		assert.deepEqual(body.actorNames.compat, { metadata: {} });
+		const metrics = host.registry.metrics().body.toString();
+		assert.match(metrics, /^rivetkit_native_active_actors [1-9]\d*$/m);
+	});
+});

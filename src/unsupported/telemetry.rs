@@ -1,0 +1,57 @@
+//! Telemetry and tracing entry points of `@rivetkit/rivetkit-napi`.
+//!
+//! rivetkit-native exports no OpenTelemetry spans yet. These work as
+//! harmless no-ops rather than failing: `setTelemetryLogSink` keeps
+//! nothing, `shutdownTelemetry` resolves, `OutboundCall` has no span
+//! context and `finish` does nothing (`ctx.startCallSpan` returns `null`
+//! anyway, so it is never handed out).
+
+use napi::bindgen_prelude::{Null, PromiseRaw};
+use napi::Env;
+use napi_derive::napi;
+
+use crate::error::spawn_promise;
+
+/// Active actor invocation correlation (never produced yet:
+/// `ctx.invocationTraceContext()` returns `null`).
+#[napi(object)]
+pub struct JsActorInvocationTraceContext {
+    pub ray_id: Option<String>,
+    pub span: Option<JsActorInvocationSpanContext>,
+}
+
+/// W3C span context of an invocation span.
+#[napi(object)]
+pub struct JsActorInvocationSpanContext {
+    pub trace_id: String,
+    pub span_id: String,
+    pub trace_flags: u32,
+    pub tracestate: Option<String>,
+}
+
+/// Accepts the OpenTelemetry log sink and keeps nothing: there is no
+/// OpenTelemetry SDK whose warnings it would receive.
+#[napi(ts_args_type = "callback: (...args: never[]) => unknown")]
+pub fn set_telemetry_log_sink() {}
+
+/// Resolves at once: there is no telemetry pipeline to flush.
+#[napi(ts_return_type = "Promise<void>")]
+pub fn shutdown_telemetry(env: &Env) -> napi::Result<PromiseRaw<'_, ()>> {
+    spawn_promise(env, async { Ok(()) })
+}
+
+/// One open call out to another actor. Without tracing it carries no
+/// span: `spanContext()` is `null` and `finish` does nothing.
+#[napi]
+pub struct OutboundCall {}
+
+#[napi]
+impl OutboundCall {
+    #[napi(ts_return_type = "JsActorInvocationSpanContext | null")]
+    pub fn span_context(&self) -> Null {
+        Null
+    }
+
+    #[napi(ts_args_type = "error?: string | undefined | null")]
+    pub fn finish(&self) {}
+}

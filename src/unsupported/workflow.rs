@@ -1,0 +1,59 @@
+//! `WorkflowSpan` / `WorkflowStepSpan`: the tracing side of workflows.
+//!
+//! Spans are not exported yet, so they are harmless no-ops: a
+//! `WorkflowSpan` runs its code under the same context and `finish`
+//! resolves; `ctx.startWorkflowStepSpan` returns `null`, so a
+//! `WorkflowStepSpan` is never handed out. What workflows actually need
+//! to persist (`ctx.saveStateAndWorkflowBatch`) is not built and rejects
+//! with `rivetkit-native.unsupported`.
+
+use napi::bindgen_prelude::PromiseRaw;
+use napi::Env;
+use napi_derive::napi;
+use rivetkit_native_core::actor::ActorContext as CoreContext;
+
+use crate::actor_context::ActorContext;
+use crate::error::spawn_promise;
+
+#[napi(object)]
+pub struct WorkflowKvWritePayload {
+    pub key: napi::bindgen_prelude::Buffer,
+    pub value: napi::bindgen_prelude::Buffer,
+}
+
+/// One open workflow run (no span recorded).
+#[napi]
+pub struct WorkflowSpan {
+    pub(crate) ctx: CoreContext,
+}
+
+#[napi]
+impl WorkflowSpan {
+    /// The context workflow code runs under: the same generation.
+    #[napi]
+    pub fn ctx(&self) -> ActorContext {
+        ActorContext::from(self.ctx.clone())
+    }
+
+    #[napi(ts_args_type = "outcome: string", ts_return_type = "Promise<void>")]
+    pub fn finish<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
+        spawn_promise(env, async { Ok(()) })
+    }
+}
+
+/// One open attempt at one workflow step (never handed out yet).
+#[napi]
+pub struct WorkflowStepSpan {
+    pub(crate) ctx: CoreContext,
+}
+
+#[napi]
+impl WorkflowStepSpan {
+    #[napi]
+    pub fn ctx(&self) -> ActorContext {
+        ActorContext::from(self.ctx.clone())
+    }
+
+    #[napi(ts_args_type = "outcome: string, error?: string | undefined | null")]
+    pub fn finish(&self) {}
+}
