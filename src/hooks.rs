@@ -137,35 +137,44 @@ impl JsHooks {
     /// means "not defined" (the reference adapter's rule).
     pub fn from_object(callbacks: &Object<'_>) -> napi::Result<Self> {
         Ok(Self {
-            create_state: JsCallback::from_property("createState", callbacks, "createState")?,
-            on_create: JsCallback::from_property("onCreate", callbacks, "onCreate")?,
-            on_migrate: JsCallback::from_property("onMigrate", callbacks, "onMigrate")?,
-            create_vars: JsCallback::from_property("createVars", callbacks, "createVars")?,
-            on_wake: JsCallback::from_property("onWake", callbacks, "onWake")?,
-            on_before_actor_start: JsCallback::from_property("onBeforeActorStart", callbacks, "onBeforeActorStart")?,
-            on_sleep: JsCallback::from_property("onSleep", callbacks, "onSleep")?,
-            on_destroy: JsCallback::from_property("onDestroy", callbacks, "onDestroy")?,
-            on_alarm: JsCallback::from_property("onAlarm", callbacks, "onAlarm")?,
-            run: JsCallback::from_property("run", callbacks, "run")?,
-            serialize_state: JsCallback::from_property("serializeState", callbacks, "serializeState")?,
-            on_request: JsCallback::from_property("onRequest", callbacks, "onRequest")?,
+            create_state: hook(callbacks, "createState")?,
+            on_create: hook(callbacks, "onCreate")?,
+            on_migrate: hook(callbacks, "onMigrate")?,
+            create_vars: hook(callbacks, "createVars")?,
+            on_wake: hook(callbacks, "onWake")?,
+            on_before_actor_start: hook(callbacks, "onBeforeActorStart")?,
+            on_sleep: hook(callbacks, "onSleep")?,
+            on_destroy: hook(callbacks, "onDestroy")?,
+            on_alarm: hook(callbacks, "onAlarm")?,
+            run: hook(callbacks, "run")?,
+            serialize_state: hook(callbacks, "serializeState")?,
+            on_request: hook(callbacks, "onRequest")?,
             actions: read_actions(callbacks)?,
-            on_before_connect: JsCallback::from_property("onBeforeConnect", callbacks, "onBeforeConnect")?,
-            create_conn_state: JsCallback::from_property("createConnState", callbacks, "createConnState")?,
-            on_connect: JsCallback::from_property("onConnect", callbacks, "onConnect")?,
+            on_before_connect: hook(callbacks, "onBeforeConnect")?,
+            create_conn_state: hook(callbacks, "createConnState")?,
+            on_connect: hook(callbacks, "onConnect")?,
             // `onDisconnectFinal` is the name rivetkit's runtime registers.
-            on_disconnect: match JsCallback::from_property("onDisconnectFinal", callbacks, "onDisconnectFinal")? {
+            on_disconnect: match hook(callbacks, "onDisconnectFinal")? {
                 Some(hook) => Some(hook),
-                None => JsCallback::from_property("onDisconnect", callbacks, "onDisconnect")?,
+                None => hook(callbacks, "onDisconnect")?,
             },
-            on_before_subscribe: JsCallback::from_property("onBeforeSubscribe", callbacks, "onBeforeSubscribe")?,
-            on_websocket: JsCallback::from_property("onWebSocket", callbacks, "onWebSocket")?,
+            on_before_subscribe: hook(callbacks, "onBeforeSubscribe")?,
+            on_websocket: hook(callbacks, "onWebSocket")?,
         })
     }
 }
 
 fn invalid_argument(message: String) -> napi::Error {
     napi::Error::new(napi::Status::InvalidArg, message)
+}
+
+/// The callback `callbacks[name]`, named after its property in errors.
+fn hook<A, R>(callbacks: &Object<'_>, name: &'static str) -> napi::Result<Option<JsCallback<A, R>>>
+where
+    A: napi::bindgen_prelude::JsValuesTupleIntoVec + Send + 'static,
+    R: FromNapiValue + Send + 'static,
+{
+    JsCallback::from_property(name, callbacks, name)
 }
 
 /// `callbacks.actions`: `{[name]: fn}`; every entry must be a function.

@@ -33,7 +33,11 @@ pub(super) async fn open(
     let encoding = match parse_encoding(&values) {
         Ok(encoding) => encoding,
         Err(err) => match err.close() {
-            Some((code, reason)) => return Ok(close_on_open(sender, code, reason)),
+            Some((code, reason)) => {
+                // Any encoding will do: nothing is sent before the close.
+                let transport = Arc::new(SocketTransport::new(sender, crate::protocol::encoding::Encoding::Json, 0));
+                return Ok(close_on_open(transport, code, reason));
+            }
             None => return Err(err.into_anyhow()),
         },
     };
@@ -45,7 +49,7 @@ pub(super) async fn open(
         // A socket that survived the previous generation's sleep: take over
         // its connection. No hooks run and no `Init` is sent.
         let Some(conn) = handle.context().conns().find_hibernated(gateway_id, request_id) else {
-            return Ok(close_on_open_owned(transport, 1011, "connection.restore_not_found"));
+            return Ok(close_on_open(transport, 1011, "connection.restore_not_found"));
         };
         conn.attach_transport(transport.clone());
         tracing::debug!(conn = conn.id(), "hibernated connection restored");
@@ -59,7 +63,7 @@ pub(super) async fn open(
         // closing with the reason fails fast and says why.
         Err(err) => {
             tracing::debug!(error = %err, "invalid connection params");
-            return Ok(close_on_open_owned(transport, 1011, "protocol.invalid_actor_connect_request"));
+            return Ok(close_on_open(transport, 1011, "protocol.invalid_actor_connect_request"));
         }
     };
     let headers_lower: HashMap<String, String> = headers.iter().map(|(k, v)| (k.to_ascii_lowercase(), v.clone())).collect();
@@ -140,22 +144,13 @@ fn handler(socket: Socket, on_open: Option<OnOpen>) -> WebSocketHandler {
     }
 }
 
-fn close_on_open_owned(transport: Arc<SocketTransport>, code: u16, reason: &'static str) -> WebSocketHandler {
+/// Accepts the socket only to close it (unsupported encoding, bad params,
+/// unknown restore target).
+fn close_on_open(transport: Arc<SocketTransport>, code: u16, reason: &'static str) -> WebSocketHandler {
     WebSocketHandler {
         on_message: Box::new(|_| async {}.boxed()),
         on_close: Box::new(|_, _| async {}.boxed()),
         on_open: Some(Box::new(move |_| async move { transport.close(code, reason) }.boxed())),
-    }
-}
-
-/// Accepts the socket only to close it (e.g. an unsupported encoding).
-fn close_on_open(sender: WebSocketSender, code: u16, reason: &'static str) -> WebSocketHandler {
-    WebSocketHandler {
-        on_message: Box::new(|_| async {}.boxed()),
-        on_close: Box::new(|_, _| async {}.boxed()),
-        on_open: Some(Box::new(move |_| {
-            async move { sender.close(Some(code), Some(reason.to_string())) }.boxed()
-        })),
     }
 }
 
