@@ -356,12 +356,20 @@ export declare class QueueMessage {
   complete(response?: Buffer | undefined | null): Promise<void>
 }
 
-/** Scheduled actions and cron jobs (not supported yet). */
+/**
+ * Scheduled actions of one actor: each runs the named action with the
+ * given CBOR args once it is due, waking the actor if it sleeps.
+ */
 export declare class Schedule {
+  /** Runs `actionName` in `durationMs`; resolves to the event's id once it is persisted. */
   after(durationMs: number, actionName: string, args: Buffer): Promise<string>
+  /** Runs `actionName` at `timestampMs` (ms since the epoch; a past time runs now). */
   at(timestampMs: number, actionName: string, args: Buffer): Promise<string>
+  /** Cancels a pending event; resolves to whether there was one. */
   cancel(id: string): Promise<boolean>
+  /** A pending event, or `null`. */
   get(id: string): Promise<JsScheduledEventInfo | null>
+  /** Pending events, earliest first. */
   list(): Promise<Array<JsScheduledEventInfo>>
   cronSet(name: string, expression: string, timezone: string | undefined | null, actionName: string, args: Buffer, maxHistory?: number | undefined | null): Promise<void>
   cronEvery(name: string, intervalMs: number, actionName: string, args: Buffer, maxHistory?: number | undefined | null): Promise<void>
@@ -418,6 +426,8 @@ export interface ActionPayload {
   conn?: ConnHandle
   /** The arguments, a CBOR-encoded array. */
   args: Buffer
+  /** Set when a scheduled event (`schedule.after/at`) runs the action. */
+  scheduledFire?: JsScheduledFireInfo
   cancelToken: CancellationToken
 }
 
@@ -715,6 +725,16 @@ export interface JsScheduledEventInfo {
   action: string
   args: Buffer
   runAt: number
+}
+
+/** Why a scheduled action runs: the `scheduledFire` of its action payload. */
+export interface JsScheduledFireInfo {
+  /** `"at"` for `after`/`at` events. */
+  kind: 'at' | 'cron' | 'every'
+  id: string
+  name?: string
+  scheduledAt: number
+  firedAt: number
 }
 
 export interface JsScheduleErrorInfo {

@@ -128,8 +128,8 @@ describe("unsupported features fail only when used", () => {
 						await queue.send("jobs", cborEncode(1));
 						return cborEncode("sent");
 					},
-					scheduleAfter: async (_err, { ctx }) => {
-						await ctx.schedule().after(1000, "ping", cborEncode([]));
+					scheduleCron: async (_err, { ctx }) => {
+						await ctx.schedule().cronEvery("tick", 1000, "ping", cborEncode([]));
 						return cborEncode("scheduled");
 					},
 					disconnectSome: async (_err, { ctx }) => {
@@ -194,7 +194,7 @@ describe("unsupported features fail only when used", () => {
 
 	for (const [action, feature] of [
 		["queueSend", "Queue.send"],
-		["scheduleAfter", "Schedule.after"],
+		["scheduleCron", "Schedule.cronEvery"],
 	]) {
 		test(`${action}: the client gets rivetkit-native.unsupported naming ${feature}`, async () => {
 			const res = await actionFetch(engine, actorId, action, { encoding: "json" });

@@ -294,8 +294,8 @@ impl ActorContext {
     /// Scheduled actions and cron jobs. Not supported yet: the handle
     /// exists, its methods reject with `rivetkit-native.unsupported`.
     #[napi]
-    pub fn schedule(&self) -> crate::unsupported::schedule::Schedule {
-        crate::unsupported::schedule::Schedule {}
+    pub fn schedule(&self) -> crate::schedule::Schedule {
+        crate::schedule::Schedule { ctx: self.inner.clone() }
     }
 
     /// The actor's message queue. Not supported yet: the handle exists,

@@ -87,6 +87,7 @@ impl JsActorConfig {
             max_incoming_message_size: self.max_incoming_message_size.map(|v| v as usize).unwrap_or(d.max_incoming_message_size),
             max_outgoing_message_size: self.max_outgoing_message_size.map(|v| v as usize).unwrap_or(d.max_outgoing_message_size),
             dispatch_queue_capacity: d.dispatch_queue_capacity,
+            max_schedules: self.max_schedules.map_or(d.max_schedules, |n| n as usize),
         }
     }
 }

@@ -13,7 +13,7 @@ use napi::ValueType;
 use napi::sys;
 use napi_derive::napi;
 use rivetkit_native_core::actor::{
-    ActorContext as CoreContext, ActorHooks, Conn, HttpRequest, HttpResponse, LifecycleHook, SerializeReason, StateDelta,
+    ActorContext as CoreContext, ActorHooks, ScheduledFire, Conn, HttpRequest, HttpResponse, LifecycleHook, SerializeReason, StateDelta,
 };
 use rivetkit_native_core::error::catalog;
 use tokio_util::sync::CancellationToken as CoreToken;
@@ -86,6 +86,8 @@ pub struct ActionPayload {
     pub conn: Option<ConnHandle>,
     /// The arguments, a CBOR-encoded array.
     pub args: Buffer,
+    /// Set when a scheduled event (`schedule.after/at`) runs the action.
+    pub scheduled_fire: Option<crate::schedule::JsScheduledFireInfo>,
     pub cancel_token: CancellationToken,
 }
 
@@ -297,6 +299,19 @@ impl ActorHooks for JsHooks {
             ctx: js_ctx(ctx),
             conn: conn.map(|c| ConnHandle::new(ctx, c)),
             args: Buffer::from(args),
+            scheduled_fire: None,
+            cancel_token: CancellationToken::from_inner(cancel),
+        };
+        Some(async move { Ok(hook.call(payload).await?.to_vec()) }.boxed())
+    }
+
+    fn scheduled_action(&self, ctx: &CoreContext, name: &str, args: Vec<u8>, fire: &ScheduledFire, cancel: CoreToken) -> Option<BoxFuture<'static, anyhow::Result<Vec<u8>>>> {
+        let hook = self.actions.get(name)?.clone();
+        let payload = ActionPayload {
+            ctx: js_ctx(ctx),
+            conn: None,
+            args: Buffer::from(args),
+            scheduled_fire: Some(fire.into()),
             cancel_token: CancellationToken::from_inner(cancel),
         };
         Some(async move { Ok(hook.call(payload).await?.to_vec()) }.boxed())

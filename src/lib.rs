@@ -25,6 +25,7 @@ pub mod factory;
 pub mod hooks;
 pub mod kv;
 pub mod registry;
+pub mod schedule;
 pub mod types;
 pub mod unsupported;
 pub mod websocket;

@@ -19,7 +19,6 @@ use crate::error::{spawn_promise, to_js_error};
 
 pub mod inspector;
 pub mod queue;
-pub mod schedule;
 pub mod sqlite;
 pub mod streams;
 pub mod telemetry;

@@ -30,6 +30,8 @@ pub struct ActorConfig {
     /// Capacity of the task's client-traffic queue; a full queue answers
     /// `actor.overloaded` instead of growing without bound.
     pub dispatch_queue_capacity: usize,
+    /// Pending scheduled actions an actor may hold (`maxSchedules`).
+    pub max_schedules: usize,
 }
 
 impl Default for ActorConfig {
@@ -56,6 +58,7 @@ impl Default for ActorConfig {
             max_incoming_message_size: 65_536,
             max_outgoing_message_size: 1_048_576,
             dispatch_queue_capacity: 1024,
+            max_schedules: super::schedule::DEFAULT_MAX_SCHEDULES,
         }
     }
 }

@@ -40,6 +40,10 @@ struct Inner {
     save_interval: OnceLock<Duration>,
     /// The alarm (ms since the epoch), persisted with the actor record.
     alarm: watch::Sender<Option<i64>>,
+    /// Scheduled actions (`schedule.after/at`).
+    schedule: super::schedule::Schedule,
+    /// The wake-up time last pushed to the engine (`None`: nothing pushed yet).
+    pushed_alarm: Mutex<Option<Option<i64>>>,
     /// Whether the `run` handler is running; `restart_run` asks the task
     /// to start it again.
     run_active: AtomicBool,
@@ -98,6 +102,8 @@ impl ActorContext {
             saves: SaveRequests::default(),
             save_interval: OnceLock::new(),
             alarm: watch::channel(None).0,
+            schedule: super::schedule::Schedule::default(),
+            pushed_alarm: Mutex::new(None),
             run_active: AtomicBool::new(false),
             run_restart: tokio::sync::Notify::new(),
             state_slot: std::sync::atomic::AtomicU8::new(u8::MAX),
@@ -355,14 +361,43 @@ impl ActorContext {
         *self.0.alarm.borrow()
     }
 
-    /// Sets (or clears) the alarm: pushed to the engine, so a sleeping actor
-    /// wakes on time, and persisted with the actor record.
+    /// Sets (or clears) the alarm: persisted with the actor record, and the
+    /// engine is told the actor's next wake-up so a sleeping actor wakes on time.
     pub fn set_alarm(&self, timestamp_ms: Option<i64>) {
         self.0.alarm.send_replace(timestamp_ms);
-        if !self.is_lost() {
-            self.0.link.set_alarm(&self.0.actor_id, self.0.generation, timestamp_ms);
-        }
+        self.sync_engine_alarm();
         self.request_save(SaveOptions { immediate: true, max_wait: None });
+    }
+
+    /// The actor's next wake-up: the earliest of its alarm and its
+    /// scheduled events.
+    pub fn next_wake(&self) -> Option<i64> {
+        match (self.alarm(), self.0.schedule.next()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Pushes the next wake-up to the engine if it changed since the last push.
+    pub(crate) fn sync_engine_alarm(&self) {
+        if self.is_lost() {
+            return;
+        }
+        let next = self.next_wake();
+        {
+            let mut pushed = self.0.pushed_alarm.lock().unwrap_or_else(|p| p.into_inner());
+            // Nothing pushed yet and nothing to wake for: leave the engine be.
+            if *pushed == Some(next) || (pushed.is_none() && next.is_none()) {
+                return;
+            }
+            *pushed = Some(next);
+        }
+        self.0.link.set_alarm(&self.0.actor_id, self.0.generation, next);
+    }
+
+    /// Scheduled actions.
+    pub fn schedule(&self) -> &super::schedule::Schedule {
+        &self.0.schedule
     }
 
     /// Restores the persisted alarm at start without pushing it again.
@@ -399,6 +434,22 @@ impl ActorContext {
             },
             CancellationToken::new(),
             Arc::new(super::link::MemoryLink::default()),
+        )
+    }
+
+    /// Another generation of the same actor over the same in-memory storage.
+    pub fn for_test_sharing(other: &ActorContext, generation: u32) -> Self {
+        Self::new(
+            ActorIdentity {
+                actor_id: other.actor_id().into(),
+                generation,
+                name: "test".into(),
+                key: ActorKey::default(),
+                region: String::new(),
+                input: None,
+            },
+            CancellationToken::new(),
+            other.link().clone(),
         )
     }
 }

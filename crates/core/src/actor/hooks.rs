@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
-use super::{ActorContext, Conn};
+use super::{ActorContext, Conn, ScheduledFire};
 use crate::routing::websocket::raw::RawWebSocket;
 
 /// Hooks of the shape `(ctx) -> ()`.
@@ -149,6 +149,20 @@ pub trait ActorHooks: Send + Sync + 'static {
         _cancel: CancellationToken,
     ) -> Option<BoxFuture<'static, anyhow::Result<Vec<u8>>>> {
         None
+    }
+
+    /// A scheduled action firing (`schedule.after/at`): the action `name`
+    /// with its stored args and `fire` (why it runs). By default the plain
+    /// action, with no connection.
+    fn scheduled_action(
+        &self,
+        ctx: &ActorContext,
+        name: &str,
+        args: Vec<u8>,
+        _fire: &ScheduledFire,
+        cancel: CancellationToken,
+    ) -> Option<BoxFuture<'static, anyhow::Result<Vec<u8>>>> {
+        self.action(ctx, None, name, args, cancel)
     }
 
     /// `onRequest({ctx, request, cancelToken})`. `cancel` fires when the core

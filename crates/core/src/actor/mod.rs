@@ -15,6 +15,7 @@ pub mod key;
 pub mod kv;
 pub mod link;
 pub mod save;
+pub mod schedule;
 pub mod storage;
 pub mod task;
 
@@ -25,4 +26,5 @@ pub use factory::ActorFactory;
 pub use hooks::{ActorHooks, HttpRequest, HttpResponse, LifecycleHook, SerializeReason, StateDelta};
 pub use key::ActorKey;
 pub use link::EngineLink;
+pub use schedule::{ScheduledEvent, ScheduledFire};
 pub use task::{ActorTaskHandle, ShutdownKind};

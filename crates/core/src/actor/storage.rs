@@ -10,6 +10,7 @@
 //! | `[1]`                       | actor record header (below) |
 //! | `[1, 1 + slot, index u32 BE]` | state chunks of a large state, in one of two slots |
 //! | `[2, conn id]`              | hibernatable connection records (JSON: id, params, state, subscriptions, gateway and request ids, last client message index, path, headers) |
+//! | `[3, event id]`             | scheduled actions (binary, see [`super::schedule`]) |
 //! | `[4, key..]`                | user KV (`ActorContext.kv()`), key bytes appended as-is |
 //!
 //! The header is `u16 LE version (1)`, `u8 flags` (bit 0 initialized, bit 1

@@ -28,8 +28,8 @@ use tokio::time::Instant;
 pub use commands::{DispatchCommand, LifecycleCommand, ShutdownKind};
 pub use handle::ActorTaskHandle;
 
-use super::{ActorContext, ActorFactory, GenerationHold, LifecycleHook};
-use crate::error::catalog;
+use super::{schedule, ActorContext, ActorFactory, GenerationHold, LifecycleHook};
+use crate::error::{catalog, RivetError};
 
 /// How long a lost generation may take to tear down (spec: 2 s).
 pub const LOST_SHUTDOWN_GRACE_PERIOD: Duration = Duration::from_secs(2);
@@ -73,6 +73,7 @@ pub fn spawn_actor_task(ctx: ActorContext, factory: ActorFactory, hold: Generati
     let (lifecycle_tx, lifecycle_rx) = mpsc::channel(LIFECYCLE_QUEUE_CAPACITY);
     let (dispatch_tx, dispatch_rx) = mpsc::channel(factory.config.dispatch_queue_capacity.max(1));
     ctx.set_save_interval(factory.config.state_save_interval);
+    ctx.schedule().set_limit(factory.config.max_schedules);
     ctx.set_dispatch(dispatch_tx.clone());
     let task = ActorTask {
         ctx: ctx.clone(),
@@ -103,6 +104,7 @@ impl ActorTask {
         let lost = self.ctx.lost_token().clone();
         let mut activity = self.ctx.activity().subscribe();
         let mut alarm = self.ctx.subscribe_alarm();
+        let mut scheduled = self.ctx.schedule().subscribe();
         let mut conns = self.ctx.conns().subscribe_count();
         loop {
             let grace_deadline = self.grace.as_ref().map(|g| g.deadline);
@@ -110,7 +112,8 @@ impl ActorTask {
             // Saves also run during destroy grace (unlike the reference), so
             // a hook that awaits a save there cannot deadlock the shutdown.
             let save_deadline = self.ctx.saves().deadline().filter(|_| accepting && self.saving.is_none());
-            let alarm_deadline = alarm_instant(*alarm.borrow()).filter(|_| self.phase == Phase::Started);
+            let wake_at = self.ctx.next_wake();
+            let alarm_deadline = alarm_instant(wake_at).filter(|_| self.phase == Phase::Started);
             let sleep_deadline = self.sleep_deadline.filter(|_| self.phase == Phase::Started);
             tokio::select! {
                 biased;
@@ -156,7 +159,8 @@ impl ActorTask {
                 _ = self.ctx.saves().changed() => {}
                 _ = sleep_until_opt(save_deadline), if save_deadline.is_some() => self.start_save(),
                 _ = alarm.changed() => {}
-                _ = sleep_until_opt(alarm_deadline), if alarm_deadline.is_some() => self.fire_alarm(),
+                _ = scheduled.changed() => {}
+                _ = sleep_until_opt(alarm_deadline), if alarm_deadline.is_some() => self.fire_alarm(wake_at.unwrap_or_default()),
                 _ = sleep_until_opt(sleep_deadline), if sleep_deadline.is_some() => {
                     self.sleep_deadline = None;
                     if self.can_sleep() {
@@ -296,17 +300,59 @@ impl ActorTask {
         }
     }
 
-    /// The alarm is due: clear it (persisted) and run `onAlarm` as tracked work.
-    fn fire_alarm(&mut self) {
-        tracing::debug!("alarm fired");
-        self.ctx.set_alarm(None);
-        let Some(fut) = self.factory.hooks.lifecycle(LifecycleHook::OnAlarm, &self.ctx) else {
+    /// The next wake-up is due: a due alarm is cleared (persisted) and runs
+    /// `onAlarm`; due scheduled events run their actions. All as tracked work.
+    /// `wake_at` is the wake-up the timer was armed for: it counts as due
+    /// even if the wall clock disagrees by a millisecond.
+    fn fire_alarm(&mut self, wake_at: i64) {
+        let now = schedule::now_ms();
+        let due_by = now.max(wake_at);
+        if self.ctx.alarm().is_some_and(|at| at <= due_by) {
+            tracing::debug!("alarm fired");
+            self.ctx.set_alarm(None);
+            if let Some(fut) = self.factory.hooks.lifecycle(LifecycleHook::OnAlarm, &self.ctx) {
+                let timeout = self.factory.config.action_timeout;
+                self.inflight.spawn(async move {
+                    if let Err(err) = with_timeout("onAlarm", timeout, fut).await {
+                        tracing::warn!(error = %format!("{err:#}"), "onAlarm failed");
+                    }
+                });
+            }
+        }
+        let due = self.ctx.schedule().take_due(due_by);
+        if due.is_empty() {
             return;
-        };
+        }
+        self.ctx.sync_engine_alarm();
+        for event in due {
+            self.fire_scheduled(event, now);
+        }
+    }
+
+    /// Runs one due scheduled action; its record is deleted once it has
+    /// finished, whatever the outcome (a failure is logged, not retried).
+    fn fire_scheduled(&mut self, event: schedule::ScheduledEvent, now: i64) {
+        let fire = schedule::ScheduledFire { kind: "at", id: event.id.clone(), scheduled_at: event.run_at, fired_at: now };
+        let cancel = tokio_util::sync::CancellationToken::new();
+        let fut = self.factory.hooks.scheduled_action(&self.ctx, &event.action, event.args, &fire, cancel.clone());
+        let ctx = self.ctx.clone();
         let timeout = self.factory.config.action_timeout;
         self.inflight.spawn(async move {
-            if let Err(err) = with_timeout("onAlarm", timeout, fut).await {
-                tracing::warn!(error = %format!("{err:#}"), "onAlarm failed");
+            let _cancel_on_exit = cancel.drop_guard();
+            tracing::debug!(id = %event.id, action = %event.action, "scheduled action fired");
+            let result = match fut {
+                Some(fut) => match tokio::time::timeout(timeout, fut).await {
+                    Ok(result) => result.map(drop),
+                    Err(_) => Err(catalog::action_timed_out().into_anyhow()),
+                },
+                None => Err(RivetError::new("actor", "action_not_found", format!("Action `{}` was not found.", event.action)).into_anyhow()),
+            };
+            if let Err(err) = result {
+                let e = RivetError::extract(&err);
+                tracing::warn!(id = %event.id, action = %event.action, group = %e.group, code = %e.code, error = %e.message, "scheduled action failed");
+            }
+            if let Err(err) = schedule::forget(&ctx, &event.id).await {
+                tracing::warn!(id = %event.id, error = %format!("{err:#}"), "could not delete a fired scheduled event");
             }
         });
     }
@@ -315,11 +361,7 @@ impl ActorTask {
 /// `Instant` of an epoch-ms timestamp (now if it is in the past).
 fn alarm_instant(timestamp_ms: Option<i64>) -> Option<Instant> {
     let ts = timestamp_ms?;
-    let now_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0);
-    let delay = u64::try_from(ts.saturating_sub(now_ms)).unwrap_or(0);
+    let delay = u64::try_from(ts.saturating_sub(schedule::now_ms())).unwrap_or(0);
     Some(Instant::now() + Duration::from_millis(delay))
 }
 

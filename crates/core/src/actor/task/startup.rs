@@ -1,7 +1,7 @@
 //! The start sequence of one generation (spec actor-task §3, §3.1).
 
 use super::{with_timeout, ActorTask};
-use crate::actor::{storage, ActorContext, ActorFactory, LifecycleHook};
+use crate::actor::{schedule, storage, ActorContext, ActorFactory, LifecycleHook};
 use crate::error::catalog;
 
 impl ActorTask {
@@ -34,12 +34,12 @@ async fn run_start_hooks(ctx: ActorContext, factory: ActorFactory) -> anyhow::Re
     let config = &factory.config;
     let record = storage::load_record(&ctx).await?;
     let is_new = !record.as_ref().is_some_and(|r| r.initialized);
-    if let Some(alarm) = record.as_ref().and_then(|r| r.alarm) {
-        // A due alarm fires as soon as the actor has started; a future one
-        // is pushed to the engine again in case this start was not its wake.
-        ctx.restore_alarm(Some(alarm));
-        ctx.link().set_alarm(ctx.actor_id(), ctx.generation(), Some(alarm));
-    }
+    // The alarm and scheduled events: due ones fire once the actor has
+    // started; the next wake-up is pushed to the engine again in case this
+    // start was not its wake.
+    ctx.restore_alarm(record.as_ref().and_then(|r| r.alarm));
+    schedule::load(&ctx).await?;
+    ctx.sync_engine_alarm();
 
     // Hibernatable connections of the previous generation: registered
     // (without hooks) and handed to the envoy, which reopens the sockets

@@ -126,6 +126,21 @@ impl ActorHooks for TestHooks {
             .boxed(),
         )
     }
+    fn action(&self, ctx: &ActorContext, _conn: Option<&crate::actor::Conn>, name: &str, _args: Vec<u8>, _cancel: CancellationToken) -> Option<BoxFuture<'static, anyhow::Result<Vec<u8>>>> {
+        self.record(format!("action {name}:{}", ctx.generation()));
+        Some(async { Ok(vec![0xf6]) }.boxed())
+    }
+    fn scheduled_action(
+        &self,
+        ctx: &ActorContext,
+        name: &str,
+        _args: Vec<u8>,
+        fire: &crate::actor::ScheduledFire,
+        _cancel: CancellationToken,
+    ) -> Option<BoxFuture<'static, anyhow::Result<Vec<u8>>>> {
+        self.record(format!("scheduled {name} {}:{}", fire.kind, ctx.generation()));
+        Some(async { Ok(vec![0xf6]) }.boxed())
+    }
     fn on_request(&self, ctx: &ActorContext, request: HttpRequest, _cancel: CancellationToken) -> Option<BoxFuture<'static, anyhow::Result<HttpResponse>>> {
         let body = format!("{} g{}", request.uri, ctx.generation()).into_bytes();
         let gate = self.request_gate.lock().unwrap().clone();

@@ -118,6 +118,41 @@ async fn a_due_alarm_fires_on_the_next_start() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_scheduled_action_fires_on_time_and_its_record_goes() {
+    use crate::actor::schedule;
+    let h = Harness::new();
+    let ctx = h.start(1).await;
+    let at = schedule::now_ms() + 3_000;
+    schedule::schedule_at(&ctx, at, "tick", vec![0x80]).await.unwrap();
+    assert_eq!(ctx.next_wake(), Some(at));
+    advance(Duration::from_millis(2_900)).await;
+    assert!(!h.hooks.calls().iter().any(|c| c.starts_with("scheduled")));
+    advance(Duration::from_millis(200)).await;
+    assert!(h.hooks.calls().contains(&"scheduled tick at:1".to_string()), "{:?}", h.hooks.calls());
+    assert!(ctx.schedule().is_empty());
+    let stored = ctx.link().kv_list_prefix("actor", vec![schedule::SCHEDULE_PREFIX], false, None).await.unwrap();
+    assert!(stored.is_empty(), "the record is deleted once the action finished");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_scheduled_action_due_while_asleep_fires_on_the_next_start() {
+    use crate::actor::schedule;
+    let h = Harness::new();
+    let one = h.start(1).await;
+    schedule::schedule_at(&one, schedule::now_ms() + 60_000, "later", vec![0x80]).await.unwrap();
+    schedule::schedule_at(&one, schedule::now_ms() - 1, "overdue", vec![0x80]).await.unwrap();
+    let (stop, rx) = stop_handle();
+    h.dispatcher.stop_actor("actor", 1, crate::dispatcher::StopReason::SleepIntent, stop).await.unwrap();
+    assert_eq!(rx.await.unwrap(), Ok(()));
+    let two = h.start(2).await;
+    advance(Duration::from_millis(10)).await;
+    let calls = h.hooks.calls();
+    assert!(calls.contains(&"scheduled overdue at:2".to_string()), "{calls:?}");
+    assert!(!calls.iter().any(|c| c.starts_with("scheduled later")));
+    assert_eq!(two.schedule().list().iter().map(|e| e.action.as_str()).collect::<Vec<_>>(), ["later"]);
+}
+
+#[tokio::test(start_paused = true)]
 async fn an_active_run_handler_keeps_the_actor_awake_and_ends_on_stop() {
     let h = Harness::new();
     *h.hooks.has_run.lock().unwrap() = true;

@@ -1,0 +1,129 @@
+// Scheduled actions (`ctx.schedule().after/at`) against the real engine:
+// an event scheduled before sleeping wakes the actor and runs its action
+// with `scheduledFire`; get/list/cancel; the maxSchedules limit; cron is
+// not built and says so.
+
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+
+import { decode, encode } from "cbor-x";
+
+import { createActor, gatewayFetch, startEngine, waitFor } from "./helpers/engine.mjs";
+import { native, serveActors } from "./helpers/actors.mjs";
+
+const cbor = (value) => Buffer.from(encode(value));
+
+describe("schedule", () => {
+	let engine;
+	let host;
+	const fired = [];
+	const wakes = [];
+
+	const hooks = {
+		createState: async () => cbor({}),
+		onWake: async (_e, { ctx }) => wakes.push({ actorId: ctx.actorId(), generation: ctx.generation() }),
+		actions: {
+			remember: async (_e, { ctx, args, scheduledFire }) => {
+				fired.push({ actorId: ctx.actorId(), generation: ctx.generation(), args: decode(args), scheduledFire });
+				return cbor(null);
+			},
+		},
+		onRequest: async (_e, { ctx, request }) => {
+			const url = new URL(request.uri, "http://actor");
+			const schedule = ctx.schedule();
+			const reply = (value, status = 200) => ({ status, headers: { "content-type": "application/json" }, body: Buffer.from(JSON.stringify(value)) });
+			try {
+				switch (url.pathname) {
+					case "/after": {
+						const id = await schedule.after(Number(url.searchParams.get("ms")), "remember", cbor([url.searchParams.get("text")]));
+						if (url.searchParams.has("sleep")) ctx.sleep();
+						return reply({ id });
+					}
+					case "/at": {
+						const id = await schedule.at(Date.now() + 60_000, "remember", cbor(["later"]));
+						return reply({ id });
+					}
+					case "/list":
+						return reply((await schedule.list()).map((e) => ({ id: e.id, action: e.action, args: decode(e.args), runAt: e.runAt })));
+					case "/get": {
+						const e = await schedule.get(url.searchParams.get("id"));
+						return reply(e && { id: e.id, action: e.action });
+					}
+					case "/cancel":
+						return reply({ cancelled: await schedule.cancel(url.searchParams.get("id")) });
+					case "/cron":
+						await schedule.cronEvery("tick", 1_000, "remember", cbor([]));
+						return reply({});
+				}
+			} catch (err) {
+				return reply({ error: String(err.message ?? err) }, 400);
+			}
+			return reply({}, 404);
+		},
+	};
+
+	before(async () => {
+		engine = await startEngine();
+		host = await serveActors(engine, {
+			sched: new native.NapiActorFactory(hooks, { sleepTimeoutMs: 1_000 }),
+			tiny: new native.NapiActorFactory(hooks, { sleepTimeoutMs: 60_000, maxSchedules: 2 }),
+		});
+	});
+	after(async () => {
+		await host?.stop();
+		await engine?.stop();
+	});
+
+	const create = (name, key) => createActor(engine.endpoint, { name, key, pool: host.pool });
+	const call = async (id, path) => {
+		const res = await gatewayFetch(engine.endpoint, id, `/request${path}`);
+		return { status: res.status, body: await res.json() };
+	};
+
+	test("an event scheduled before sleeping wakes the actor and runs its action", async () => {
+		const { actor_id: id } = await create("sched", "wake");
+		const { status, body } = await call(id, "/after?ms=2000&text=hello&sleep");
+		assert.equal(status, 200);
+		assert.match(body.id, /^[0-9a-f-]{36}$/);
+		const fire = await waitFor(() => fired.find((f) => f.actorId === id), { timeoutMs: 30_000, what: "the scheduled action" });
+		assert.deepEqual(fire.args, ["hello"]);
+		assert.equal(fire.generation, 2, "a new generation ran it: the engine woke the sleeping actor");
+		assert.equal(fire.scheduledFire.kind, "at");
+		assert.equal(fire.scheduledFire.id, body.id);
+		assert.ok(fire.scheduledFire.firedAt >= fire.scheduledFire.scheduledAt);
+		assert.ok(wakes.some((w) => w.actorId === id && w.generation === 2));
+		assert.deepEqual((await call(id, "/list")).body, [], "a fired event is gone");
+	});
+
+	test("get, list and cancel see pending events", async () => {
+		const { actor_id: id } = await create("tiny", "pending");
+		const { body: a } = await call(id, "/at");
+		const { body: b } = await call(id, "/at");
+		const list = (await call(id, "/list")).body;
+		assert.deepEqual(list.map((e) => e.id).sort(), [a.id, b.id].sort());
+		assert.deepEqual(list[0].args, ["later"]);
+		assert.equal((await call(id, `/get?id=${a.id}`)).body.action, "remember");
+		assert.equal((await call(id, "/get?id=nope")).body, null);
+		assert.deepEqual((await call(id, `/cancel?id=${a.id}`)).body, { cancelled: true });
+		assert.deepEqual((await call(id, `/cancel?id=${a.id}`)).body, { cancelled: false });
+		assert.deepEqual((await call(id, "/list")).body.map((e) => e.id), [b.id]);
+	});
+
+	test("maxSchedules is enforced with a structured error", async () => {
+		const { actor_id: id } = await create("tiny", "full");
+		await call(id, "/at");
+		await call(id, "/at");
+		const { status, body } = await call(id, "/at");
+		assert.equal(status, 400);
+		assert.match(body.error, /schedule\.max_schedules_exceeded|maxSchedules/);
+		assert.equal((await call(id, "/list")).body.length, 2, "the actor keeps serving");
+	});
+
+	test("cron is not built and says so", async () => {
+		const { actor_id: id } = await create("tiny", "cron");
+		const { status, body } = await call(id, "/cron");
+		assert.equal(status, 400);
+		assert.match(body.error, /unsupported/);
+		assert.match(body.error, /cronEvery/);
+	});
+});
