@@ -551,6 +551,10 @@ export interface JsActorConfig {
   maxIncomingMessageSize?: number
   maxOutgoingMessageSize?: number
   actions?: Array<JsActionDefinition>
+  /** Accepted for compatibility; there is no SQLite (see the README). */
+  sqliteProfiling?: JsSqliteProfilingConfig
+  /** Accepted for compatibility; there is no inspector (see the README). */
+  inspectorTabs?: Array<JsInspectorTabEntry>
 }
 
 /** W3C span context of an invocation span. */
@@ -640,6 +644,15 @@ export interface JsInspectorSnapshot {
   activeConnections: number
   queueSize: number
   connectedClients: number
+}
+
+/** A custom inspector tab (accepted, unused: the inspector is not built). */
+export interface JsInspectorTabEntry {
+  id: string
+  label?: string
+  source?: string
+  icon?: string
+  hidden?: boolean
 }
 
 /** A key-value entry returned from KV list operations. */
@@ -798,6 +811,21 @@ export interface JsServerlessResponseHead {
 export interface JsSqliteBatchStatement {
   sql: string
   params?: Array<JsBindParam>
+}
+
+/** SQLite profiling options (accepted, unused: SQLite is not built). */
+export interface JsSqliteProfilingConfig {
+  enabled?: boolean
+  maxTrackedStatementFingerprints?: number
+  maxTrackedTransactionFingerprints?: number
+  maxPrometheusSeries?: number
+  maxStatementsPerTransactionTrace?: number
+  maxGetPagesRequestsPerTrace?: number
+  maxTransactionNameBytes?: number
+  slowOperationThresholdMs?: number
+  baselineSampleRate?: number
+  maxDiagnosticEventsPerMinute?: number
+  diagnosticEventQueueCapacity?: number
 }
 
 export interface JsSqliteVfsMetrics {

@@ -49,6 +49,38 @@ pub struct JsActorConfig {
     pub max_incoming_message_size: Option<u32>,
     pub max_outgoing_message_size: Option<u32>,
     pub actions: Option<Vec<JsActionDefinition>>,
+    /// Accepted for compatibility; there is no SQLite (see the README).
+    pub sqlite_profiling: Option<JsSqliteProfilingConfig>,
+    /// Accepted for compatibility; there is no inspector (see the README).
+    pub inspector_tabs: Option<Vec<JsInspectorTabEntry>>,
+}
+
+/// A custom inspector tab (accepted, unused: the inspector is not built).
+#[napi(object)]
+#[derive(Default)]
+pub struct JsInspectorTabEntry {
+    pub id: String,
+    pub label: Option<String>,
+    pub source: Option<String>,
+    pub icon: Option<String>,
+    pub hidden: Option<bool>,
+}
+
+/// SQLite profiling options (accepted, unused: SQLite is not built).
+#[napi(object)]
+#[derive(Default)]
+pub struct JsSqliteProfilingConfig {
+    pub enabled: Option<bool>,
+    pub max_tracked_statement_fingerprints: Option<u32>,
+    pub max_tracked_transaction_fingerprints: Option<u32>,
+    pub max_prometheus_series: Option<u32>,
+    pub max_statements_per_transaction_trace: Option<u32>,
+    pub max_get_pages_requests_per_trace: Option<u32>,
+    pub max_transaction_name_bytes: Option<u32>,
+    pub slow_operation_threshold_ms: Option<u32>,
+    pub baseline_sample_rate: Option<f64>,
+    pub max_diagnostic_events_per_minute: Option<u32>,
+    pub diagnostic_event_queue_capacity: Option<u32>,
 }
 
 #[napi(object)]
