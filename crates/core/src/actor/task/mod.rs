@@ -11,6 +11,7 @@
 //! Terminated`. During sleep grace client traffic is still served
 //! (invariant I10); during destroy grace it is refused.
 
+mod alarm;
 mod commands;
 mod dispatch;
 mod persist;
@@ -28,8 +29,8 @@ use tokio::time::Instant;
 pub use commands::{DispatchCommand, LifecycleCommand, ShutdownKind};
 pub use handle::ActorTaskHandle;
 
-use super::{schedule, ActorContext, ActorFactory, GenerationHold, LifecycleHook};
-use crate::error::{catalog, RivetError};
+use super::{ActorContext, ActorFactory, GenerationHold, LifecycleHook};
+use crate::error::catalog;
 
 /// How long a lost generation may take to tear down (spec: 2 s).
 pub const LOST_SHUTDOWN_GRACE_PERIOD: Duration = Duration::from_secs(2);
@@ -113,7 +114,7 @@ impl ActorTask {
             // a hook that awaits a save there cannot deadlock the shutdown.
             let save_deadline = self.ctx.saves().deadline().filter(|_| accepting && self.saving.is_none());
             let wake_at = self.ctx.next_wake();
-            let alarm_deadline = alarm_instant(wake_at).filter(|_| self.phase == Phase::Started);
+            let alarm_deadline = alarm::instant_of(wake_at).filter(|_| self.phase == Phase::Started);
             let sleep_deadline = self.sleep_deadline.filter(|_| self.phase == Phase::Started);
             tokio::select! {
                 biased;
@@ -299,70 +300,6 @@ impl ActorTask {
             }
         }
     }
-
-    /// The next wake-up is due: a due alarm is cleared (persisted) and runs
-    /// `onAlarm`; due scheduled events run their actions. All as tracked work.
-    /// `wake_at` is the wake-up the timer was armed for: it counts as due
-    /// even if the wall clock disagrees by a millisecond.
-    fn fire_alarm(&mut self, wake_at: i64) {
-        let now = schedule::now_ms();
-        let due_by = now.max(wake_at);
-        if self.ctx.alarm().is_some_and(|at| at <= due_by) {
-            tracing::debug!("alarm fired");
-            self.ctx.set_alarm(None);
-            if let Some(fut) = self.factory.hooks.lifecycle(LifecycleHook::OnAlarm, &self.ctx) {
-                let timeout = self.factory.config.action_timeout;
-                self.inflight.spawn(async move {
-                    if let Err(err) = with_timeout("onAlarm", timeout, fut).await {
-                        tracing::warn!(error = %format!("{err:#}"), "onAlarm failed");
-                    }
-                });
-            }
-        }
-        let due = self.ctx.schedule().take_due(due_by);
-        if due.is_empty() {
-            return;
-        }
-        self.ctx.sync_engine_alarm();
-        for event in due {
-            self.fire_scheduled(event, now);
-        }
-    }
-
-    /// Runs one due scheduled action; its record is deleted once it has
-    /// finished, whatever the outcome (a failure is logged, not retried).
-    fn fire_scheduled(&mut self, event: schedule::ScheduledEvent, now: i64) {
-        let fire = schedule::ScheduledFire { kind: "at", id: event.id.clone(), scheduled_at: event.run_at, fired_at: now };
-        let cancel = tokio_util::sync::CancellationToken::new();
-        let fut = self.factory.hooks.scheduled_action(&self.ctx, &event.action, event.args, &fire, cancel.clone());
-        let ctx = self.ctx.clone();
-        let timeout = self.factory.config.action_timeout;
-        self.inflight.spawn(async move {
-            let _cancel_on_exit = cancel.drop_guard();
-            tracing::debug!(id = %event.id, action = %event.action, "scheduled action fired");
-            let result = match fut {
-                Some(fut) => match tokio::time::timeout(timeout, fut).await {
-                    Ok(result) => result.map(drop),
-                    Err(_) => Err(catalog::action_timed_out().into_anyhow()),
-                },
-                None => Err(RivetError::new("actor", "action_not_found", format!("Action `{}` was not found.", event.action)).into_anyhow()),
-            };
-            if let Err(err) = result {
-                let e = RivetError::extract(&err);
-                tracing::warn!(id = %event.id, action = %event.action, group = %e.group, code = %e.code, error = %e.message, "scheduled action failed");
-            }
-            if let Err(err) = schedule::forget(&ctx, &event.id).await {
-                tracing::warn!(id = %event.id, error = %format!("{err:#}"), "could not delete a fired scheduled event");
-            }
-        });
-    }
-}
-
-/// `Instant` of an epoch-ms timestamp (now if it is in the past).
-fn alarm_instant(timestamp_ms: Option<i64>) -> Option<Instant> {
-    let ts = timestamp_ms?;
-    let delay = u64::try_from(ts.saturating_sub(schedule::now_ms())).unwrap_or(0);
-    Some(Instant::now() + Duration::from_millis(delay))
 }
 
 async fn poll_run(run: &mut Option<BoxFuture<'static, anyhow::Result<()>>>) -> anyhow::Result<()> {

@@ -1,0 +1,77 @@
+//! The actor's wake-up inside the task: the `setAlarm` alarm (`onAlarm`)
+//! and due scheduled actions (spec actor-task §7), fired only while started;
+//! a sleeping actor is started by the engine's alarm and fires them then.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::{with_timeout, ActorTask};
+use crate::actor::{schedule, LifecycleHook};
+use crate::error::{catalog, RivetError};
+
+impl ActorTask {
+    /// The next wake-up is due: a due alarm is cleared (persisted) and runs
+    /// `onAlarm`; due scheduled events run their actions. All as tracked work.
+    /// `wake_at` is the wake-up the timer was armed for: it counts as due
+    /// even if the wall clock disagrees by a millisecond.
+    pub(super) fn fire_alarm(&mut self, wake_at: i64) {
+        let now = schedule::now_ms();
+        let due_by = now.max(wake_at);
+        if self.ctx.alarm().is_some_and(|at| at <= due_by) {
+            tracing::debug!("alarm fired");
+            self.ctx.set_alarm(None);
+            if let Some(fut) = self.factory.hooks.lifecycle(LifecycleHook::OnAlarm, &self.ctx) {
+                let timeout = self.factory.config.action_timeout;
+                self.inflight.spawn(async move {
+                    if let Err(err) = with_timeout("onAlarm", timeout, fut).await {
+                        tracing::warn!(error = %format!("{err:#}"), "onAlarm failed");
+                    }
+                });
+            }
+        }
+        let due = self.ctx.schedule().take_due(due_by);
+        if due.is_empty() {
+            return;
+        }
+        self.ctx.sync_engine_alarm();
+        for event in due {
+            self.fire_scheduled(event, now);
+        }
+    }
+
+    /// Runs one due scheduled action; its record is deleted once it has
+    /// finished, whatever the outcome (a failure is logged, not retried).
+    fn fire_scheduled(&mut self, event: schedule::ScheduledEvent, now: i64) {
+        let fire = schedule::ScheduledFire { kind: "at", id: event.id.clone(), scheduled_at: event.run_at, fired_at: now };
+        let cancel = tokio_util::sync::CancellationToken::new();
+        let fut = self.factory.hooks.scheduled_action(&self.ctx, &event.action, event.args, &fire, cancel.clone());
+        let ctx = self.ctx.clone();
+        let timeout = self.factory.config.action_timeout;
+        self.inflight.spawn(async move {
+            let _cancel_on_exit = cancel.drop_guard();
+            tracing::debug!(id = %event.id, action = %event.action, "scheduled action fired");
+            let result = match fut {
+                Some(fut) => match tokio::time::timeout(timeout, fut).await {
+                    Ok(result) => result.map(drop),
+                    Err(_) => Err(catalog::action_timed_out().into_anyhow()),
+                },
+                None => Err(RivetError::new("actor", "action_not_found", format!("Action `{}` was not found.", event.action)).into_anyhow()),
+            };
+            if let Err(err) = result {
+                let e = RivetError::extract(&err);
+                tracing::warn!(id = %event.id, action = %event.action, group = %e.group, code = %e.code, error = %e.message, "scheduled action failed");
+            }
+            if let Err(err) = schedule::forget(&ctx, &event.id).await {
+                tracing::warn!(id = %event.id, error = %format!("{err:#}"), "could not delete a fired scheduled event");
+            }
+        });
+    }
+}
+
+/// `Instant` of an epoch-ms timestamp (now if it is in the past).
+pub(super) fn instant_of(timestamp_ms: Option<i64>) -> Option<Instant> {
+    let ts = timestamp_ms?;
+    let delay = u64::try_from(ts.saturating_sub(schedule::now_ms())).unwrap_or(0);
+    Some(Instant::now() + Duration::from_millis(delay))
+}
