@@ -31,6 +31,9 @@ pub struct EnginePlan {
     pub public_url: String,
     /// API-peer URL (topology `peer_url`).
     pub peer_url: String,
+    /// The token our envoy will present: the engine we start accepts it
+    /// as its admin token (unless `RIVET__AUTH__ADMIN_TOKEN` says otherwise).
+    pub admin_token: Option<String>,
 }
 
 pub fn plan(config: &ServeConfig) -> Result<EnginePlan> {
@@ -69,6 +72,7 @@ pub fn plan(config: &ServeConfig) -> Result<EnginePlan> {
         metrics_port,
         public_url: format!("http://{public_host}:{guard_port}"),
         peer_url: format!("http://{}:{api_peer_port}", url_host(reachable(bind_ip))),
+        admin_token: config.token.clone(),
     })
 }
 
@@ -112,11 +116,7 @@ fn url_host(ip: IpAddr) -> String {
 /// environment, so a user's own `RIVET__*` settings not listed here still apply.
 pub fn engine_env(plan: &EnginePlan, dirs: &EngineDirs, env: Env<'_>) -> Vec<(String, String)> {
     let host = plan.bind_host.clone();
-    let pairs: [(&str, String); 21] = [
-        (
-            "RIVET__AUTH__ADMIN_TOKEN",
-            env("RIVET__AUTH__ADMIN_TOKEN").unwrap_or_else(|| "default".to_owned()),
-        ),
+    let pairs: [(&str, String); 20] = [
         ("RIVET__GUARD__HOST", host.clone()),
         ("RIVET__GUARD__PORT", plan.guard_port.to_string()),
         ("RIVET__API_PEER__HOST", host.clone()),
@@ -148,7 +148,24 @@ pub fn engine_env(plan: &EnginePlan, dirs: &EngineDirs, env: Env<'_>) -> Vec<(St
         ("RIVET__RUNTIME__GUARD_SHUTDOWN_DURATION", "1".into()),
         ("RIVET__RUNTIME__FORCE_SHUTDOWN_DURATION", "2".into()),
     ];
-    pairs.into_iter().map(|(k, v)| (k.to_owned(), v)).collect()
+    let mut out: Vec<(String, String)> = pairs.into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
+    if let Some(token) = admin_token(plan, env) {
+        out.insert(0, ("RIVET__AUTH__ADMIN_TOKEN".to_owned(), token));
+    }
+    out
+}
+
+/// The engine's admin token. `RIVET__AUTH__ADMIN_TOKEN` wins. Otherwise an
+/// engine bound to loopback runs without one, as `@rivetkit/rivetkit-napi`
+/// 2.3.19 starts it: only local processes reach it, and RivetKit clients
+/// that send no token (or its default `dev`) work. An engine bound to any
+/// other address requires the token our envoy presents (else `default`).
+fn admin_token(plan: &EnginePlan, env: Env<'_>) -> Option<String> {
+    if let Some(token) = env("RIVET__AUTH__ADMIN_TOKEN") {
+        return Some(token);
+    }
+    let loopback = plan.bind_host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback());
+    (!loopback).then(|| plan.admin_token.clone().unwrap_or_else(|| "default".to_owned()))
 }
 
 /// Topology override; the schema was checked with `rivet-engine config show`.
@@ -259,7 +276,7 @@ mod tests {
         )
         .into_iter()
         .collect();
-        assert_eq!(env["RIVET__AUTH__ADMIN_TOKEN"], "default");
+        assert!(!env.contains_key("RIVET__AUTH__ADMIN_TOKEN"), "a loopback engine runs without an admin token");
         assert_eq!(env["RIVET__GUARD__PORT"], "6420");
         assert_eq!(env["RIVET__API_PEER__PORT"], "6421");
         assert_eq!(env["RIVET__METRICS__PORT"], "6430");
@@ -275,5 +292,12 @@ mod tests {
         let token = |k: &str| (k == "RIVET__AUTH__ADMIN_TOKEN").then(|| "sekrit".to_owned());
         let env = engine_env(&plan(&cfg("http://127.0.0.1:6420")).unwrap(), &dirs, &token);
         assert!(env.contains(&("RIVET__AUTH__ADMIN_TOKEN".into(), "sekrit".into())));
+
+        // Bound beyond loopback, the engine requires the token our envoy presents.
+        let mut exposed = cfg("http://127.0.0.1:6420");
+        exposed.engine_host = Some("0.0.0.0".into());
+        exposed.token = Some("dev".into());
+        let env = engine_env(&plan(&exposed).unwrap(), &dirs, &|_: &str| None);
+        assert!(env.contains(&("RIVET__AUTH__ADMIN_TOKEN".into(), "dev".into())));
     }
 }
