@@ -1,0 +1,379 @@
+// The RivetKit example app (examples/rivetkit-app) as a user runs it: an
+// unmodified `rivetkit@2.3.19` app whose `@rivetkit/rivetkit-napi` is this
+// addon (npm `overrides`), started with `node src/server.mjs` on an engine
+// that the addon spawns on private ports with temporary storage, and driven
+// with RivetKit's official client. Ctrl-C is RivetKit's own handler: it
+// drains and re-raises SIGINT.
+//
+// Needs the example's dependencies (the root `npm install` installs them).
+
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { once } from "node:events";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { after, before, describe, test } from "node:test";
+
+// The client entry point never loads the napi addon: which rivetkit install
+// it comes from does not matter, so it is the root's devDependency.
+import { createClient } from "rivetkit/client";
+
+import { findFreePorts, gatewayFetch, waitFor } from "./helpers/engine.mjs";
+
+const EXIT_BOUND_MS = 5_000;
+const START_TIMEOUT_MS = 90_000;
+const FIXTURE_POOL = "rivetkit-app-fixture";
+const appDir = fileURLToPath(new URL("../examples/rivetkit-app/", import.meta.url));
+const storage = mkdtempSync(join(tmpdir(), "rivetkit-native-app-"));
+
+/**
+ * Runs `script` (relative to the example) against the test's engine.
+ * RivetKit connects to RIVET_ENDPOINT but binds a local engine it starts to
+ * RIVET_RUN_ENGINE_PORT (default 6420), so both name the private port.
+ */
+function startApp(script, port, env = {}) {
+	const child = spawn(process.execPath, [join(appDir, script)], {
+		cwd: appDir,
+		env: {
+			...process.env,
+			RIVET_ENDPOINT: `http://127.0.0.1:${port}`,
+			RIVET_RUN_ENGINE_PORT: String(port),
+			RIVETKIT_STORAGE_PATH: storage,
+			RIVET_LOG_LEVEL: "info",
+			...env,
+		},
+		stdio: ["ignore", "pipe", "pipe"],
+	});
+	const app = { child, out: "", exited: null, killedByTimer: false };
+	child.stdout.on("data", (d) => (app.out += d));
+	child.stderr.on("data", (d) => (app.out += d));
+	app.exit = once(child, "exit").then(([code, signal]) => (app.exited = { code, signal }));
+	return app;
+}
+
+/** Waits until the app's registry is serving; fails fast if it exited. */
+async function appReady(app, label) {
+	await waitFor(() => app.exited || /registry serving/.test(app.out), {
+		timeoutMs: START_TIMEOUT_MS,
+		what: `${label} to serve`,
+	});
+	if (!/registry serving/.test(app.out)) {
+		throw new Error(`${label} exited (${JSON.stringify(app.exited)}) before serving:\n${app.out}`);
+	}
+}
+
+/** Resolves to the index just after the first match of `re` at or after `from`. */
+async function waitForLine(app, re, { from = 0, what = String(re) } = {}) {
+	const find = () => {
+		const m = re.exec(app.out.slice(from));
+		return m ? from + m.index + m[0].length : 0;
+	};
+	await waitFor(() => find() || app.exited, { timeoutMs: 60_000, what: `log line ${what}` });
+	const at = find();
+	if (!at) throw new Error(`the app exited while waiting for ${what}:\n${app.out}`);
+	return at;
+}
+
+/**
+ * Waits until the app has printed nothing for `quietMs`. A restarted app
+ * wakes every actor the previous run drained; the engine (2.3.19) does not
+ * send a stop to actors it is still starting when the host announces it is
+ * stopping, so a Ctrl-C in that window waits for them until the drain bound
+ * (the same happens with @rivetkit/rivetkit-napi).
+ */
+async function settled(app, quietMs = 2_000) {
+	let length = -1;
+	let since = 0;
+	await waitFor(
+		() => {
+			if (app.out.length !== length) {
+				length = app.out.length;
+				since = Date.now();
+				return false;
+			}
+			return Date.now() - since >= quietMs;
+		},
+		{ timeoutMs: 60_000, intervalMs: 100, what: "the app's start-up to settle" },
+	);
+}
+
+/** Sends SIGINT and waits for the exit; SIGKILL after the bound. */
+async function interrupt(app) {
+	app.child.kill("SIGINT");
+	const timer = setTimeout(() => {
+		app.killedByTimer = true;
+		app.child.kill("SIGKILL");
+	}, EXIT_BOUND_MS);
+	await app.exit;
+	clearTimeout(timer);
+	return app.exited;
+}
+
+/** Asserts that the app ended by RivetKit's re-raised SIGINT, in time. */
+function assertInterrupted(app, exited) {
+	assert.equal(app.killedByTimer, false, `no exit within ${EXIT_BOUND_MS} ms of SIGINT\n${app.out}`);
+	assert.ok(
+		exited.signal === "SIGINT" || exited.code === 130,
+		`ended by the re-raised SIGINT, got ${JSON.stringify(exited)}\n${app.out}`,
+	);
+}
+
+const RESOLVE_TIMEOUT = "route_resolve_query_timeout";
+
+/**
+ * The first call to an actor that does not exist yet. Now and then engine
+ * 2.3.19 never hands a new actor to the pool's host: no start command
+ * reaches it, and the gateway answers `route_resolve_query_timeout` after
+ * 15 s (seen with @rivetkit/rivetkit-napi as well). That one engine error
+ * is retried once, visibly; everything else fails the test.
+ */
+async function firstCall(t, what, call) {
+	try {
+		return await call();
+	} catch (err) {
+		if (err?.code !== RESOLVE_TIMEOUT) throw err;
+		t.diagnostic(`${what}: the engine did not start the new actor (${RESOLVE_TIMEOUT}); retrying once`);
+		return await call();
+	}
+}
+
+/** `handle.fetch` answers the engine's error as a response: throw it instead. */
+async function rawFetch(handle, path, init) {
+	const res = await handle.fetch(path, init);
+	if (res.status === 504) {
+		const body = await res
+			.clone()
+			.json()
+			.catch(() => null);
+		if (body?.code === RESOLVE_TIMEOUT) throw Object.assign(new Error(body.message), { code: body.code });
+	}
+	return res;
+}
+
+describe("RivetKit example app on rivetkit-native", () => {
+	let endpoint;
+	let port;
+	let app;
+	let client;
+	const apps = [];
+	let enginePid;
+
+	before(async () => {
+		assert.ok(
+			existsSync(join(appDir, "node_modules/rivetkit/package.json")),
+			"the example's dependencies are installed (the root `npm install` does it)",
+		);
+		port = (await findFreePorts()).guard;
+		endpoint = `http://127.0.0.1:${port}`;
+		app = startApp("src/server.mjs", port);
+		apps.push(app);
+		enginePid = () => Number(apps[0].out.match(/engine ready after .*pid=(\d+)/)?.[1]);
+		await appReady(app, "the app");
+		client = createClient({ endpoint });
+	});
+
+	after(async () => {
+		for (const a of apps) if (!a.exited) a.child.kill("SIGKILL");
+		// The engine outlives the app on purpose (the next start reuses it);
+		// the test owns it, so it stops it by the pid the addon logged.
+		const pid = enginePid?.();
+		if (pid) {
+			const alive = () => {
+				try {
+					process.kill(pid, 0);
+					return true;
+				} catch {
+					return false;
+				}
+			};
+			try {
+				process.kill(pid, "SIGTERM");
+				await waitFor(() => !alive(), { timeoutMs: 10_000, what: "the engine to exit" });
+			} catch {
+				if (alive()) process.kill(pid, "SIGKILL");
+			}
+		}
+		rmSync(storage, { recursive: true, force: true });
+	});
+
+	test("actions through handles", async (t) => {
+		const counter = client.counter.getOrCreate(["handles"]);
+		assert.equal(await firstCall(t, "counter", () => counter.increment()), 1);
+		assert.equal(await counter.increment(5), 6);
+		assert.equal(await counter.getCount(), 6);
+		const other = client.counter.getOrCreate(["handles-other"]);
+		assert.equal(await firstCall(t, "other counter", () => other.getCount()), 0, "keys are separate actors");
+
+		const room = client.chatRoom.getOrCreate(["handles"]);
+		const sent = await firstCall(t, "chat room", () => room.sendMessage("ada", "hello"));
+		assert.equal(sent.text, "hello");
+		assert.deepEqual(
+			(await room.getHistory()).map((m) => `${m.sender}: ${m.text}`),
+			["ada: hello"],
+		);
+	});
+
+	test("connections: actions over the socket and broadcast events", async (t) => {
+		const counter = client.counter.getOrCreate(["events"]);
+		const room = client.chatRoom.getOrCreate(["events"]);
+		await firstCall(t, "counter", () => counter.getCount());
+		await firstCall(t, "chat room", () => room.getHistory());
+
+		const conn = counter.connect();
+		const alice = room.connect();
+		const bob = room.connect();
+		try {
+			const counts = [];
+			conn.on("newCount", (count) => counts.push(count));
+			const seenByAlice = [];
+			alice.on("newMessage", (message) => seenByAlice.push(message));
+			const seenByBob = [];
+			bob.on("newMessage", (message) => seenByBob.push(message));
+			// Events reach connections that are open and subscribed when the
+			// broadcast happens; a round trip on each connection after its
+			// subscription makes sure of both.
+			await Promise.all([conn.ready, alice.ready, bob.ready]);
+			await Promise.all([alice.getHistory(), bob.getHistory()]);
+
+			assert.equal(await conn.increment(2), 2);
+			// An action through a plain handle reaches the connected client too.
+			assert.equal(await counter.increment(3), 5);
+			await waitFor(() => counts.length >= 2, { what: "two newCount events" });
+			assert.deepEqual(counts, [2, 5]);
+
+			await alice.sendMessage("alice", "hi bob");
+			await waitFor(() => seenByBob.length >= 1 && seenByAlice.length >= 1, { what: "newMessage on both" });
+			assert.equal(seenByBob[0].sender, "alice");
+			assert.equal(seenByBob[0].text, "hi bob");
+			assert.deepEqual(seenByAlice, seenByBob);
+			assert.equal((await bob.getHistory()).length, 1);
+		} finally {
+			await Promise.all([conn.dispose(), alice.dispose(), bob.dispose()]);
+		}
+	});
+
+	test("state survives sleep and wake", async (t) => {
+		const counter = client.counter.getOrCreate(["sleepy"]);
+		assert.equal(await firstCall(t, "counter", () => counter.increment(7)), 7);
+		const from = app.out.length;
+		await counter.goToSleep();
+		const slept = await waitForLine(app, /counter sleepy going to sleep/, { from });
+		assert.equal(await counter.getCount(), 7);
+		await waitForLine(app, /counter sleepy awake \(count 7\)/, { from: slept, what: "the wake with count 7" });
+	});
+
+	test("c.kv: a reminder fired by hand is logged in KV", async (t) => {
+		const reminders = client.reminders.getOrCreate(["kv"]);
+		await firstCall(t, "reminders", () => reminders.fire("water the plants"));
+		await reminders.fire("call mum");
+		assert.deepEqual(await reminders.getFired(), {
+			count: 2,
+			last: "call mum",
+			log: ["water the plants", "call mum"],
+		});
+	});
+
+	test("c.schedule: an alarm wakes a sleeping actor and fires", async (t) => {
+		const reminders = client.reminders.getOrCreate(["alarm"]);
+		assert.deepEqual(await firstCall(t, "reminders", () => reminders.getFired()), { count: 0, last: null, log: [] });
+		const from = app.out.length;
+		const id = await reminders.remindIn(4_000, "stretch");
+		assert.equal(typeof id, "string");
+		await reminders.goToSleep();
+		// Nothing is sent to the actor from here on: the schedule wakes it.
+		const slept = await waitForLine(app, /reminders alarm going to sleep/, { from });
+		const woke = await waitForLine(app, /reminders alarm awake/, { from: slept, what: "the wake by the alarm" });
+		await waitForLine(app, /reminders alarm: fired "stretch"/, { from: woke, what: "the fired reminder" });
+		assert.deepEqual(await reminders.getFired(), { count: 1, last: "stretch", log: ["stretch"] });
+	});
+
+	test("raw onRequest: the client's fetch and a plain gateway request", async (t) => {
+		const echo = client.echo.getOrCreate(["http"]);
+		const res = await firstCall(t, "echo", () => rawFetch(echo, "/greet?name=ada", { method: "POST", body: "hello" }));
+		assert.equal(res.status, 200);
+		assert.deepEqual(await res.json(), {
+			actor: "http",
+			method: "POST",
+			path: "/greet",
+			query: { name: "ada" },
+			body: "hello",
+		});
+
+		const actorId = await echo.resolve();
+		const plain = await gatewayFetch(endpoint, actorId, "/request/status");
+		assert.equal(plain.status, 200);
+		const body = await plain.json();
+		assert.equal(body.method, "GET");
+		assert.equal(body.path, "/status");
+		assert.equal(body.body, null);
+	});
+
+	test("raw onWebSocket: greets and echoes", async (t) => {
+		const echo = client.echo.getOrCreate(["socket"]);
+		await firstCall(t, "echo", () => rawFetch(echo, "/"));
+		const ws = await echo.webSocket("/chat");
+		const received = [];
+		ws.addEventListener("message", (event) => received.push(String(event.data)));
+		try {
+			if (ws.readyState !== 1) await new Promise((resolve) => ws.addEventListener("open", resolve, { once: true }));
+			await waitFor(() => received.length >= 1, { what: "the greeting" });
+			ws.send("ping");
+			ws.send("pong");
+			await waitFor(() => received.length >= 3, { what: "two echoes" });
+			assert.deepEqual(received, ["hello from echo socket", "ping", "pong"]);
+		} finally {
+			ws.close();
+		}
+	});
+
+	test("Ctrl-C: RivetKit drains, the process ends, and the state is there on the next start", async (t) => {
+		const counter = client.counter.getOrCreate(["persisted"]);
+		assert.equal(await firstCall(t, "counter", () => counter.increment(42)), 42);
+
+		assertInterrupted(app, await interrupt(app));
+		assert.match(app.out, /counter persisted going to sleep/, "the drain put the actor to sleep");
+
+		app = startApp("src/server.mjs", port);
+		apps.push(app);
+		await appReady(app, "the restarted app");
+		assert.match(app.out, /already running/i, "the restart reuses the engine");
+		assert.equal(await counter.getCount(), 42);
+
+		await settled(app);
+		assertInterrupted(app, await interrupt(app));
+	});
+
+	test("an unbuilt feature gives the client a structured error; the actor keeps serving", async (t) => {
+		// test/unsupported-server.mjs: the same actors plus `jobs`, whose
+		// `enqueue` uses a queue (`c.queue.send`), not built yet. Its own pool:
+		// after a pool's host restarted, engine 2.3.19 is slow to place new
+		// actors in that pool.
+		app = startApp("test/unsupported-server.mjs", port, { RIVET_POOL: FIXTURE_POOL });
+		apps.push(app);
+		await appReady(app, "the fixture app");
+		const fixture = createClient({ endpoint, poolName: FIXTURE_POOL });
+		const jobs = fixture.jobs.getOrCreate(["unsupported"]);
+		assert.equal(await firstCall(t, "jobs", () => jobs.ping()), "pong (0 submitted)");
+
+		const isUnsupported = (err) => {
+			assert.equal(err.group, "rivetkit-native");
+			assert.equal(err.code, "unsupported");
+			assert.match(err.message, /Queue\.send/);
+			return true;
+		};
+		await assert.rejects(jobs.enqueue({ task: "resize" }), isUnsupported);
+		assert.equal(await jobs.ping(), "pong (0 submitted)", "the actor keeps serving");
+
+		const conn = jobs.connect();
+		try {
+			await assert.rejects(conn.enqueue({ task: "resize" }), isUnsupported);
+			assert.equal(await conn.ping(), "pong (0 submitted)", "the connection survives the error");
+		} finally {
+			await conn.dispose();
+		}
+
+		assertInterrupted(app, await interrupt(app));
+	});
+});
