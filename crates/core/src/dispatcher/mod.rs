@@ -86,6 +86,18 @@ impl Dispatcher {
         self.lock().instances.len()
     }
 
+    /// Contexts of the generations that are started and not stopping.
+    pub fn active_contexts(&self) -> Vec<ActorContext> {
+        self.lock()
+            .instances
+            .values()
+            .filter_map(|r| match r {
+                InstanceRecord::Active(handle) => Some(handle.context().clone()),
+                InstanceRecord::Stopping { .. } => None,
+            })
+            .collect()
+    }
+
     /// The newest registered generation of an actor.
     pub fn current_generation(&self, actor_id: &str) -> Option<u32> {
         self.lock().current.get(actor_id).copied()

@@ -153,6 +153,28 @@ async fn connect_envoy(
 
 /// Graceful envoy shutdown (every actor gets `GoingAway` and sleeps),
 /// bounded by the engine's stop threshold and our cap, then a forced stop.
+/// How long the engine gets to stop our actors after we said we are
+/// stopping, before we ask again for the ones it has not stopped.
+const STRAGGLER_NUDGE_INTERVAL: Duration = Duration::from_secs(1);
+
+/// The engine (2.3.19) does not send a stop for actors it is still starting
+/// when the envoy says it is stopping, and the envoy waits for every actor.
+/// Every [`STRAGGLER_NUDGE_INTERVAL`], each generation still active asks the
+/// engine to put it to sleep (the normal sleep intent), so the drain ends
+/// with every actor's state saved instead of at the drain bound.
+async fn nudge_stragglers(dispatcher: &Dispatcher) {
+    loop {
+        tokio::time::sleep(STRAGGLER_NUDGE_INTERVAL).await;
+        let stragglers = dispatcher.active_contexts();
+        if !stragglers.is_empty() {
+            tracing::info!(actors = stragglers.len(), "asking the engine again to stop actors it has not stopped");
+        }
+        for ctx in stragglers {
+            ctx.link().request_sleep(ctx.actor_id(), ctx.generation());
+        }
+    }
+}
+
 async fn drain(config: &ServeConfig, envoy: &EnvoyHandle, dispatcher: &Dispatcher) {
     let threshold = envoy
         .get_protocol_metadata()
@@ -162,7 +184,13 @@ async fn drain(config: &ServeConfig, envoy: &EnvoyHandle, dispatcher: &Dispatche
         .unwrap_or(Duration::from_secs(30 * 60));
     let bound = threshold.min(config.drain_cap.unwrap_or(DEFAULT_DRAIN_CAP));
     tracing::info!(actors = dispatcher.instance_count(), bound_ms = bound.as_millis() as u64, "draining");
-    if tokio::time::timeout(bound, envoy.shutdown_and_wait(false)).await.is_err() {
+    let drained = async {
+        tokio::select! {
+            _ = envoy.shutdown_and_wait(false) => {}
+            _ = nudge_stragglers(dispatcher) => {}
+        }
+    };
+    if tokio::time::timeout(bound, drained).await.is_err() {
         tracing::warn!(bound_ms = bound.as_millis() as u64, "drain did not finish in time; stopping the envoy now");
         envoy.shutdown(true);
         let _ = tokio::time::timeout(FORCED_STOP_WAIT, envoy.wait_stopped()).await;
