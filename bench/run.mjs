@@ -1,23 +1,29 @@
-// `npm run bench`: a private engine, an actor host in a child process, and
-// load from this process through the engine's gateway. Prints client
-// latency, throughput and the CPU the host (and the engine) spent per
-// operation. Bounded: each load stops at its deadline (the "ok" column
-// says how many operations ran), about a minute in all on 2 cores.
+// `npm run bench`, in two parts:
 //
-// Options (environment): BENCH_HOST=native, BENCH_SEQUENTIAL_GET=100,
-// BENCH_SEQUENTIAL=300,
-// BENCH_CONCURRENT=600, BENCH_IN_FLIGHT=32, BENCH_ACTORS=4, BENCH_ADDON
-// (path of an index.js of another build of the addon; default: this package).
+// 1. The side-by-side comparison (bench/compare.mjs): one RivetKit app run
+//    on @rivetkit/rivetkit-napi@2.3.19 and on rivetkit-native, one after
+//    the other against one private engine; prints both columns and the
+//    ratio ours / theirs of host CPU per HTTP and WebSocket action, their
+//    client p50/p99, RSS per live actor (1000 actors), spawn → first
+//    answered action, and SIGINT → exit with 100 live actors. About 4
+//    minutes on 2 cores.
+// 2. rivetkit-native's own scenarios (bench/scenarios/), on a fresh engine:
+//    an actor host in a child process driven through the gateway; client
+//    latency, throughput and the CPU the host (and the engine) spent per
+//    operation. Bounded: each load stops at its deadline (the "ok" column
+//    says how many operations ran), about a minute on 2 cores.
 //
-// New scenarios go in bench/scenarios/ (export {name, run}); new hosts
-// (e.g. the reference addon, for comparison) in bench/hosts/ and
-// bench/lib/host.mjs.
+// Options (environment): BENCH_COMPARE=1 (0: skip part 1; only: part 1 only;
+// its own knobs are listed in bench/compare.mjs), BENCH_HOST=native,
+// BENCH_SEQUENTIAL_GET=100, BENCH_SEQUENTIAL=300, BENCH_CONCURRENT=600,
+// BENCH_IN_FLIGHT=32, BENCH_ACTORS=4, BENCH_ADDON (path of an index.js of
+// another build of the addon; default: this package).
+//
+// New scenarios go in bench/scenarios/ (export {name, run}); new hosts in
+// bench/hosts/ and bench/lib/host.mjs.
 
-import { readdirSync, statSync } from "node:fs";
-import { dirname, join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
-
-import { startEngine } from "./lib/engine.mjs";
+import { compareOptions, ourAddonBinary, runComparison } from "./compare.mjs";
+import { startBenchEngine } from "./lib/engine.mjs";
 import { startHost } from "./lib/host.mjs";
 import { fmt, table } from "./lib/stats.mjs";
 import httpActions from "./scenarios/http-actions.mjs";
@@ -31,6 +37,7 @@ const int = (name, fallback) => {
 	return Number.isFinite(value) && value > 0 ? value : fallback;
 };
 const options = {
+	compare: process.env.BENCH_COMPARE ?? "1",
 	host: process.env.BENCH_HOST ?? "native",
 	sequentialGet: int("BENCH_SEQUENTIAL_GET", 100),
 	sequential: int("BENCH_SEQUENTIAL", 300),
@@ -39,50 +46,75 @@ const options = {
 	actors: int("BENCH_ACTORS", 4),
 };
 
-/** Which build the host loads: its size tells a debug build from a release one. */
-function addonDescription() {
-	const dir = process.env.BENCH_ADDON ? dirname(resolve(process.env.BENCH_ADDON)) : fileURLToPath(new URL("..", import.meta.url));
-	const binary = readdirSync(dir).find((f) => f.startsWith("rivetkit-native.") && f.endsWith(".node"));
-	if (!binary) return `no addon binary in ${dir}`;
-	const mb = statSync(join(dir, binary)).size / (1024 * 1024);
-	return `addon ${binary} (${mb.toFixed(1)} MB: ${mb > 40 ? "debug" : "release"} build)`;
-}
-
 const started = performance.now();
-console.log(`bench: host=${options.host}, ${addonDescription()}`);
-const engine = await startEngine();
-let host;
-try {
-	const pool = `bench-${process.pid}`;
-	host = await startHost({ impl: options.host, endpoint: engine.endpoint, pool });
-	console.log(`bench: engine and host ready in ${fmt((performance.now() - started) / 1000)} s`);
+const elapsed = () => `${fmt((performance.now() - started) / 1000)} s`;
 
-	const rows = [];
-	for (const scenario of SCENARIOS) rows.push(...(await scenario.run({ engine, host, pool, options })));
-
-	const columns = ["scenario", "ok", "errors", "p50 ms", "p90 ms", "p99 ms", "ops/s", "host CPU ms/op", "engine CPU ms/op", "host RSS MB"];
-	console.log();
-	console.log(
-		table(
-			columns,
-			rows.map((r) => ({
-				scenario: r.scenario,
-				ok: r.ops,
-				errors: r.errors,
-				"p50 ms": fmt(r.p50),
-				"p90 ms": fmt(r.p90),
-				"p99 ms": fmt(r.p99),
-				"ops/s": fmt(r.perSecond),
-				"host CPU ms/op": fmt(r.hostCpuMsPerOp, 3),
-				"engine CPU ms/op": fmt(r.engineCpuMsPerOp, 2),
-				"host RSS MB": fmt(r.hostRssMb),
-			})),
-		),
-	);
-	for (const r of rows) if (r.firstError) console.log(`first error in "${r.scenario}": ${r.firstError}`);
-	console.log(`\nbench: done in ${fmt((performance.now() - started) / 1000)} s`);
-	if (rows.some((r) => r.errors > 0)) process.exitCode = 1;
-} finally {
-	await host?.stop();
-	await engine.stop();
+// The engines run in their own process group, out of reach of a terminal's
+// Ctrl-C: stop the current one before leaving. (Hosts are children in our
+// group and get the terminal's signal themselves.)
+let engine = null;
+for (const signal of ["SIGINT", "SIGTERM"]) {
+	process.once(signal, async () => {
+		console.error(`\nbench: ${signal}, stopping the engine`);
+		await engine?.stop();
+		process.exit(130);
+	});
 }
+
+console.log(`bench: ${ourAddonBinary().description}`);
+
+if (options.compare !== "0") {
+	console.log("\n== RivetKit app on @rivetkit/rivetkit-napi@2.3.19 and on rivetkit-native ==\n");
+	engine = await startBenchEngine();
+	try {
+		const comparison = await runComparison({ engine, options: compareOptions(), log: (m) => console.log(`[${elapsed()}] ${m}`) });
+		console.log();
+		console.log(comparison.text);
+		if (comparison.failed) process.exitCode = 1;
+	} finally {
+		await engine.stop();
+		engine = null;
+	}
+}
+
+if (options.compare !== "only") {
+	console.log(`\n== rivetkit-native scenarios (host=${options.host}) ==\n`);
+	engine = await startBenchEngine();
+	let host;
+	try {
+		const pool = `bench-${process.pid}`;
+		const hostStarted = performance.now();
+		host = await startHost({ impl: options.host, endpoint: engine.endpoint, pool });
+		console.log(`bench: engine and host ready; host start ${fmt((performance.now() - hostStarted) / 1000)} s`);
+
+		const rows = [];
+		for (const scenario of SCENARIOS) rows.push(...(await scenario.run({ engine, host, pool, options })));
+
+		const columns = ["scenario", "ok", "errors", "p50 ms", "p90 ms", "p99 ms", "ops/s", "host CPU ms/op", "engine CPU ms/op", "host RSS MB"];
+		console.log();
+		console.log(
+			table(
+				columns,
+				rows.map((r) => ({
+					scenario: r.scenario,
+					ok: r.ops,
+					errors: r.errors,
+					"p50 ms": fmt(r.p50),
+					"p90 ms": fmt(r.p90),
+					"p99 ms": fmt(r.p99),
+					"ops/s": fmt(r.perSecond),
+					"host CPU ms/op": fmt(r.hostCpuMsPerOp, 3),
+					"engine CPU ms/op": fmt(r.engineCpuMsPerOp, 2),
+					"host RSS MB": fmt(r.hostRssMb),
+				})),
+			),
+		);
+		for (const r of rows) if (r.firstError) console.log(`first error in "${r.scenario}": ${r.firstError}`);
+		if (rows.some((r) => r.errors > 0)) process.exitCode = 1;
+	} finally {
+		await host?.stop();
+		await engine.stop();
+		engine = null;
+	}
+}
+console.log(`\nbench: done in ${elapsed()}`);

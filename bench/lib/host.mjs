@@ -5,67 +5,159 @@
 //   ...
 //   await host.stop();
 //
-// The child (bench/hosts/<impl>.mjs) serves the bench actors and answers
-// IPC messages: {type: "cpu"} → {type: "cpu", userMs, systemMs, rssBytes};
-// {type: "stop"} → shuts its registry down and exits.
+// Hosts (bench/hosts/<script>.mjs) serve the bench actors and answer IPC
+// messages: {type: "cpu"} → {type: "cpu", userMs, systemMs, rssBytes};
+// {type: "stop"} → shut their registry down and exit. The "rivetkit" hosts
+// also answer {type: "addon"} → {type: "addon", files} (the native addons
+// mapped into the process) and {type: "gc"} → {type: "gc"} after a full
+// garbage collection (hosts run with --expose-gc).
+//
+//   native          bench/hosts/native.mjs: rivetkit-native's API directly
+//   rivetkit-napi   bench/hosts/rivetkit.mjs: the RivetKit app on
+//                   @rivetkit/rivetkit-napi@2.3.19 (the reference)
+//   rivetkit-native the same app and the same rivetkit, on rivetkit-native
+//                   (via bench/lib/use-rivetkit-native.mjs)
+//
+// `spawnHost` returns at once (with `spawnedAt` and a `ready` promise), for
+// callers that time the start-up themselves; `startHost` waits for `ready`.
 
 import { fork } from "node:child_process";
 import { once } from "node:events";
 import { fileURLToPath } from "node:url";
 
+const script = (name) => fileURLToPath(new URL(`../hosts/${name}`, import.meta.url));
+const useNative = fileURLToPath(new URL("./use-rivetkit-native.mjs", import.meta.url));
+
+/** What each impl runs: `script`, extra `execArgv`, and its environment. */
 const HOSTS = {
-	native: fileURLToPath(new URL("../hosts/native.mjs", import.meta.url)),
+	native: {
+		script: script("native.mjs"),
+		execArgv: [],
+		env: ({ endpoint, pool }) => ({ BENCH_ENDPOINT: endpoint, BENCH_POOL: pool }),
+	},
+	"rivetkit-napi": {
+		script: script("rivetkit.mjs"),
+		execArgv: [],
+		env: rivetkitEnv,
+	},
+	"rivetkit-native": {
+		script: script("rivetkit.mjs"),
+		execArgv: ["--import", useNative],
+		env: rivetkitEnv,
+	},
 };
 
-/** Starts host `impl` on `endpoint` with `pool`; resolves once it serves. */
-export async function startHost({ impl = "native", endpoint, pool, readyTimeoutMs = 60_000 }) {
-	const script = HOSTS[impl];
-	if (!script) throw new Error(`unknown host ${impl}; known: ${Object.keys(HOSTS).join(", ")}`);
-	const child = fork(script, [], {
-		env: { ...process.env, BENCH_ENDPOINT: endpoint, BENCH_POOL: pool, RIVET_LOG_LEVEL: process.env.RIVET_LOG_LEVEL ?? "warn" },
+/** The environment RivetKit's config reads (endpoint, namespace, token, pool). */
+function rivetkitEnv({ endpoint, pool, namespace = "default", token }) {
+	return {
+		RIVET_ENDPOINT: endpoint,
+		RIVET_NAMESPACE: namespace,
+		...(token ? { RIVET_TOKEN: token } : {}),
+		RIVET_POOL: pool,
+		// A 127.0.0.1 endpoint would otherwise make RivetKit start its
+		// "Services" actor host too.
+		RIVET_RUN_SERVICES: "0",
+	};
+}
+
+/**
+ * Forks host `impl` on `endpoint` with `pool` and returns at once:
+ * `{impl, pid, child, spawnedAt, ready, exited, request, cpu, stop, kill}`.
+ * `ready` resolves on the host's {type: "ready"} (rejects if it exits
+ * first or after `readyTimeoutMs`); `exited` resolves to `{code, signal, at}`.
+ */
+export function spawnHost({ impl = "native", endpoint, pool, token, readyTimeoutMs = 60_000 }) {
+	const spec = HOSTS[impl];
+	if (!spec) throw new Error(`unknown host ${impl}; known: ${Object.keys(HOSTS).join(", ")}`);
+	const spawnedAt = performance.now();
+	const child = fork(spec.script, [], {
+		execArgv: [...process.execArgv, "--expose-gc", ...spec.execArgv],
+		env: {
+			...process.env,
+			...spec.env({ endpoint, pool, token }),
+			RIVET_LOG_LEVEL: process.env.RIVET_LOG_LEVEL ?? "warn",
+			// This machine sets RUST_BACKTRACE=1; production hosts do not.
+			RUST_BACKTRACE: "0",
+		},
 		stdio: ["ignore", "inherit", "inherit", "ipc"],
 	});
-	const exited = once(child, "exit");
-	const replies = [];
-	const waiters = [];
+	const exited = once(child, "exit").then(([code, signal]) => ({ code, signal, at: performance.now() }));
+
+	// Replies by message type: waiters first, else queued for a later request.
+	const queued = new Map();
+	const waiters = new Map();
 	child.on("message", (message) => {
-		const waiter = waiters.shift();
-		if (waiter) waiter(message);
-		else replies.push(message);
+		const type = message?.type;
+		const waiting = waiters.get(type);
+		if (waiting?.length) waiting.shift()(message);
+		else queued.set(type, [...(queued.get(type) ?? []), message]);
 	});
-	const nextMessage = (timeoutMs) =>
+	child.on("error", () => {}); // sends to an exited child; `exited` reports it
+	const nextMessage = (type, timeoutMs) =>
 		new Promise((resolve, reject) => {
-			if (replies.length) return resolve(replies.shift());
-			const timer = setTimeout(() => reject(new Error(`host ${impl}: no answer within ${timeoutMs} ms`)), timeoutMs);
-			waiters.push((m) => {
+			const pending = queued.get(type);
+			if (pending?.length) return resolve(pending.shift());
+			const timer = setTimeout(() => reject(new Error(`host ${impl}: no "${type}" within ${timeoutMs} ms`)), timeoutMs);
+			const list = waiters.get(type) ?? [];
+			list.push((m) => {
 				clearTimeout(timer);
 				resolve(m);
 			});
+			waiters.set(type, list);
 		});
 
-	const ready = await Promise.race([
-		nextMessage(readyTimeoutMs),
-		exited.then(([code]) => Promise.reject(new Error(`host ${impl} exited during start-up (code ${code})`))),
-	]);
-	if (ready?.type !== "ready") throw new Error(`host ${impl}: unexpected first message ${JSON.stringify(ready)}`);
+	const ready = Promise.race([
+		nextMessage("ready", readyTimeoutMs),
+		exited.then(({ code, signal }) =>
+			Promise.reject(new Error(`host ${impl} exited during start-up (code ${code}, signal ${signal})`)),
+		),
+	]).then(() => ({ at: performance.now() }));
+	ready.catch(() => {});
 
+	const alive = () => child.exitCode === null && child.signalCode === null;
 	return {
 		impl,
 		pid: child.pid,
-		/** Cumulative CPU and RSS of the host process. */
-		async cpu() {
-			child.send({ type: "cpu" });
-			const reply = await nextMessage(10_000);
-			if (reply?.type !== "cpu") throw new Error(`host ${impl}: unexpected reply ${JSON.stringify(reply)}`);
+		child,
+		spawnedAt,
+		ready,
+		exited,
+		/** Sends {type} and resolves to the host's next message of that type. */
+		async request(type, timeoutMs = 10_000) {
+			if (!alive()) throw new Error(`host ${impl} has exited`);
+			const reply = nextMessage(type, timeoutMs);
+			child.send({ type });
 			return reply;
 		},
-		/** Shuts the host down; kills it if it has not exited within `timeoutMs`. */
+		/** Cumulative CPU and RSS of the host process. */
+		cpu() {
+			return this.request("cpu");
+		},
+		/** Shuts the host down over IPC; kills it if it has not exited within `timeoutMs`. */
 		async stop(timeoutMs = 30_000) {
-			if (child.exitCode !== null || child.signalCode !== null) return;
+			if (!alive()) return;
 			child.send({ type: "stop" });
 			const timer = setTimeout(() => child.kill("SIGKILL"), timeoutMs);
 			await exited;
 			clearTimeout(timer);
 		},
+		/** SIGKILL, and waits for the exit. */
+		async kill() {
+			if (!alive()) return;
+			child.kill("SIGKILL");
+			await exited;
+		},
 	};
+}
+
+/** Starts host `impl` on `endpoint` with `pool`; resolves once it serves. */
+export async function startHost(options) {
+	const host = spawnHost(options);
+	try {
+		await host.ready;
+	} catch (err) {
+		await host.kill();
+		throw err;
+	}
+	return host;
 }

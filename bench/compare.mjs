@@ -1,0 +1,374 @@
+// The side-by-side comparison: one RivetKit app (bench/apps/rivetkit-app.mjs,
+// `actor()`/`setup()` from "rivetkit", started with RivetKit's own
+// `registry.start()` lifecycle and SIGINT handler) run twice against one
+// engine, on @rivetkit/rivetkit-napi@2.3.19 ("theirs") and on
+// rivetkit-native ("ours"), the same `rivetkit` copy both times. Ours is
+// chosen by a module-resolution hook (bench/lib/use-rivetkit-native.mjs);
+// the reference run has no hook. Every host reports which `.node` file it
+// mapped (/proc/self/maps), and the run fails if it is not the expected one.
+//
+// Two host processes per addon, each with a pool and actor keys of its own:
+//   main  spawn → first answered action: polls the engine until the host's
+//         envoy is registered, then sends a first `increment` through the
+//         official client (an action sent before the pool has an envoy waits
+//         ~60 s in the engine, whichever the addon). Then sequential HTTP
+//         actions (a `getForId` handle: gateway path routing) and sequential
+//         WebSocket actions (`handle.connect()`), with the host's CPU time per
+//         action (its own `process.cpuUsage()`, over IPC) and client p50/p99;
+//         then `actorsSigint` live actors and SIGINT → exit (bounded). Then
+//         a wait (at most 20 s) until the engine, which reschedules the
+//         actors that host stopped, uses less than 10% of a core. (Destroying
+//         them instead made the next host's first getOrCreate time out in
+//         the engine now and then.)
+//   rss   RSS per live actor: RSS delta (after a full GC in the host, once
+//         its memory stopped shrinking) from
+//         waking `actorsRss` actors with one action each (they stay awake:
+//         sleepTimeout 10 min), divided by the actors woken. These hosts stay
+//         up, idle, until the end: stopping one would leave the engine busy
+//         with its actors while the other side is measured.
+// Order: theirs main, ours main, theirs rss, ours rss.
+//
+// Knobs (environment): BENCH_COMPARE_HTTP=150, BENCH_COMPARE_WS=300
+// (sequential actions measured), BENCH_ACTORS_SIGINT=100,
+// BENCH_ACTORS_RSS=1000, BENCH_WAKE_IN_FLIGHT=2 (concurrent wakes: at 4 and
+// more, some of the engine's getOrCreate calls time out after 15 s here,
+// whichever the addon), BENCH_EXIT_BOUND_MS=60000,
+// BENCH_COMPARE_ENCODING=bare (client encoding: json, cbor, bare),
+// BENCH_ADDON (ours: the index.js of another build).
+
+import { readdirSync, realpathSync, statSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+
+import { createClient } from "rivetkit/client";
+
+import { engineSettled, listEnvoys, upsertRunnerConfig } from "./lib/engine.mjs";
+import { spawnHost } from "./lib/host.mjs";
+import { run } from "./lib/load.mjs";
+import { measure } from "./lib/measure.mjs";
+import { processCpuMs } from "./lib/proc.mjs";
+import { fmt, table } from "./lib/stats.mjs";
+
+const int = (name, fallback) => {
+	const value = Number.parseInt(process.env[name] ?? "", 10);
+	return Number.isFinite(value) && value > 0 ? value : fallback;
+};
+
+export const compareOptions = () => ({
+	http: int("BENCH_COMPARE_HTTP", 150),
+	ws: int("BENCH_COMPARE_WS", 300),
+	actorsSigint: int("BENCH_ACTORS_SIGINT", 100),
+	actorsRss: int("BENCH_ACTORS_RSS", 1000),
+	wakeInFlight: int("BENCH_WAKE_IN_FLIGHT", 2),
+	exitBoundMs: int("BENCH_EXIT_BOUND_MS", 60_000),
+	encoding: process.env.BENCH_COMPARE_ENCODING ?? "bare",
+});
+
+/** The two sides: label, host impl, and the `.node` file its host must map. */
+const SIDES = [
+	{ side: "theirs", label: "rivetkit-napi 2.3.19", impl: "rivetkit-napi", addon: /\/rivetkit-napi\.[^/]+\.node$/ },
+	{ side: "ours", label: "rivetkit-native", impl: "rivetkit-native", addon: /\/rivetkit-native\.[^/]+\.node$/ },
+];
+
+/** The `.node` file our side should load (BENCH_ADDON or this package), and its build. */
+export function ourAddonBinary() {
+	const dir = process.env.BENCH_ADDON ? dirname(resolve(process.env.BENCH_ADDON)) : fileURLToPath(new URL("..", import.meta.url));
+	const binary = readdirSync(dir).find((f) => f.startsWith("rivetkit-native.") && f.endsWith(".node"));
+	if (!binary) return { path: null, description: `no addon binary in ${dir}` };
+	const path = realpathSync(join(dir, binary));
+	const mb = statSync(path).size / (1024 * 1024);
+	return { path, build: mb > 40 ? "debug" : "release", description: `${path} (${mb.toFixed(1)} MB: ${mb > 40 ? "debug" : "release"} build)` };
+}
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const cpuMs = (sample) => sample.userMs + sample.systemMs;
+
+/** Resolves (to the time) once an envoy of `pool` is registered; polls every 20 ms. */
+async function envoyRegistered(endpoint, pool, host, timeoutMs = 60_000) {
+	const deadline = performance.now() + timeoutMs;
+	let exited = null;
+	host.exited.then((e) => (exited = e));
+	for (;;) {
+		if (exited) throw new Error(`host exited before its envoy registered (code ${exited.code}, signal ${exited.signal})`);
+		try {
+			if ((await listEnvoys(endpoint)).some((e) => e.pool_name === pool && !e.stop_ts)) return performance.now();
+		} catch {}
+		if (performance.now() > deadline) throw new Error(`no envoy of pool ${pool} registered within ${timeoutMs} ms`);
+		await sleep(20);
+	}
+}
+
+/** Checks that `host` mapped the addon of `spec` (and no other); returns its path. */
+async function checkAddon(host, spec, ours) {
+	const { files } = await host.request("addon");
+	const addons = files.filter((f) => /\/rivetkit-(napi|native)\.[^/]+\.node( \(deleted\))?$/.test(f));
+	const mapped = addons.find((f) => spec.addon.test(f.replace(/ \(deleted\)$/, "")));
+	if (!mapped || addons.length !== 1) throw new Error(`${spec.label} host mapped ${JSON.stringify(addons)}`);
+	if (spec.side === "ours" && ours.path && mapped !== ours.path) {
+		throw new Error(`${spec.label} host mapped ${mapped}, expected ${ours.path}`);
+	}
+	return mapped;
+}
+
+/** Sends SIGINT and waits for the exit, at most `boundMs`; kills the host past that. */
+async function sigintToExit(host, boundMs) {
+	const sentAt = performance.now();
+	host.child.kill("SIGINT");
+	const result = await Promise.race([host.exited, sleep(boundMs).then(() => null)]);
+	if (result) return { ms: result.at - sentAt, code: result.code, signal: result.signal };
+	await host.kill();
+	return { ms: Number.NaN, timedOut: true };
+}
+
+/** Wakes actor `key` with one `increment` (getOrCreate), trying twice. */
+async function wake(client, key) {
+	try {
+		await client.counter.getOrCreate([key]).increment(1);
+	} catch {
+		await client.counter.getOrCreate([key]).increment(1);
+	}
+}
+
+const newClient = (engine, pool, encoding) =>
+	createClient({ endpoint: engine.endpoint, namespace: "default", token: engine.token, poolName: pool, encoding });
+
+/** The main host of one side (see the top of the file). */
+async function mainPhase({ engine, spec, options, ours, out, log }) {
+	const pool = `cmp-${spec.side}-${process.pid}`;
+	const prefix = `${spec.side}-main-`;
+	await upsertRunnerConfig(engine.endpoint, pool);
+	const client = newClient(engine, pool, options.encoding);
+	const host = spawnHost({ impl: spec.impl, endpoint: engine.endpoint, pool, token: engine.token });
+	try {
+		const envoyAt = await envoyRegistered(engine.endpoint, pool, host);
+		const first = client.counter.getOrCreate([`${prefix}0`]);
+		try {
+			await first.increment(1);
+			out.startMs = performance.now() - host.spawnedAt;
+		} catch (err) {
+			// Seen now and then, for either addon: the engine's getOrCreate
+			// times out after 15 s. Then there is no start-up figure.
+			out.startMs = Number.NaN;
+			out.notes.push(`the first action failed (${err.message}); no start-up figure; retried`);
+			await first.increment(1);
+		}
+		out.envoyMs = envoyAt - host.spawnedAt;
+		await host.ready;
+		out.mapped = await checkAddon(host, spec, ours);
+		log(`${spec.label}: first action answered ${fmt(out.startMs, 0)} ms after spawn; host mapped ${out.mapped}`);
+
+		const ctx = { host, enginePid: engine.pid };
+		const byId = client.counter.getForId(await first.resolve());
+		for (let i = 0; i < 10; i++) await byId.increment(1);
+		out.http = await measure({ ...ctx, load: { total: options.http, inFlight: 1, deadlineMs: 25_000 } }, () => byId.increment(1));
+
+		const conn = first.connect();
+		try {
+			for (let i = 0; i < 10; i++) await conn.increment(1);
+			out.ws = await measure({ ...ctx, load: { total: options.ws, inFlight: 1, deadlineMs: 20_000 } }, () => conn.increment(1));
+		} finally {
+			await conn.dispose();
+		}
+		log(
+			`${spec.label}: HTTP action p50 ${fmt(out.http.p50)} ms (${out.http.ops} ok, ${out.http.errors} errors), ` +
+				`WebSocket action p50 ${fmt(out.ws.p50)} ms (${out.ws.ops} ok, ${out.ws.errors} errors)`,
+		);
+
+		const more = options.actorsSigint - 1;
+		const woke = await run({ total: more, inFlight: options.wakeInFlight, deadlineMs: 60_000 }, (i) => wake(client, `${prefix}${i + 1}`));
+		out.liveActors = woke.latencies.length + 1;
+		if (woke.errors.length) out.notes.push(`${woke.errors.length} of ${more} wakes before SIGINT failed: ${woke.errors[0].message}`);
+		await sleep(500);
+		out.exit = await sigintToExit(host, options.exitBoundMs);
+		log(
+			`${spec.label}: SIGINT with ${out.liveActors} live actors → ` +
+				(out.exit.timedOut ? `no exit within ${options.exitBoundMs / 1000} s (killed)` : `exit in ${fmt(out.exit.ms, 0)} ms (${out.exit.signal ?? `code ${out.exit.code}`})`),
+		);
+	} finally {
+		await host.kill();
+		await client.dispose();
+	}
+	// The engine now reschedules the actors the host stopped (backing off);
+	// let it quieten before the next host is measured.
+	const share = await engineSettled(engine.pid, { timeoutMs: 20_000 });
+	log(`${spec.label}: engine back to ${fmt(share * 100, 0)}% of a core`);
+}
+
+/**
+ * The host's memory once it has stopped shrinking: a full GC and a sample
+ * every 1.5 s until anonymous RSS moved less than 0.5 MB twice in a row (at
+ * most `timeoutMs`). After start-up both addons' hosts give back 8-14 MB in
+ * their first ~8 s, which would otherwise count against the actors.
+ */
+async function settledMemory(host, timeoutMs = 20_000) {
+	const deadline = performance.now() + timeoutMs;
+	let last = null;
+	let steady = 0;
+	for (;;) {
+		await host.request("gc");
+		const sample = await host.cpu();
+		const anon = sample.rssAnonBytes ?? sample.rssBytes;
+		steady = last !== null && Math.abs(anon - last) < 512 * 1024 ? steady + 1 : 0;
+		last = anon;
+		if (steady >= 2 || performance.now() > deadline) return sample;
+		await sleep(1_500);
+	}
+}
+
+/** The RSS host of one side; returns it, still running. */
+async function rssPhase({ engine, spec, options, out, log }) {
+	const pool = `cmp-${spec.side}-rss-${process.pid}`;
+	const prefix = `${spec.side}-rss-`;
+	await upsertRunnerConfig(engine.endpoint, pool);
+	const client = newClient(engine, pool, options.encoding);
+	const host = spawnHost({ impl: spec.impl, endpoint: engine.endpoint, pool, token: engine.token });
+	try {
+		await envoyRegistered(engine.endpoint, pool, host);
+		await host.ready;
+		// One actor and action first, so that the baseline has the code of an action loaded.
+		await client.counter.getOrCreate([`${prefix}warm`]).increment(1);
+		const before = await settledMemory(host);
+		const engineBeforeMs = processCpuMs(engine.pid);
+		const woke = await run({ total: options.actorsRss, inFlight: options.wakeInFlight, deadlineMs: 180_000 }, (i) => wake(client, `${prefix}${i}`));
+		const engineWokeMs = processCpuMs(engine.pid);
+		const woken = await host.cpu();
+		const after = await settledMemory(host);
+		// What the host uses while these actors sit idle.
+		await sleep(5_000);
+		const idle = await host.cpu();
+		out.idleHostCpuMsPerS = (cpuMs(idle) - cpuMs(after)) / 5;
+		const n = woke.latencies.length;
+		out.rssActors = n;
+		out.rssBeforeMb = before.rssBytes / (1024 * 1024);
+		out.rssAfterMb = after.rssBytes / (1024 * 1024);
+		out.rssPerActorKb = n ? (after.rssBytes - before.rssBytes) / 1024 / n : Number.NaN;
+		out.anonPerActorKb = n ? (after.rssAnonBytes - before.rssAnonBytes) / 1024 / n : Number.NaN;
+		out.filePerActorKb = n ? (after.rssFileBytes - before.rssFileBytes) / 1024 / n : Number.NaN;
+		out.wakeCpuMsPerActor = n ? (cpuMs(woken) - cpuMs(before)) / n : Number.NaN;
+		out.wakeEngineCpuMsPerActor = n ? (engineWokeMs - engineBeforeMs) / n : Number.NaN;
+		out.wakeSeconds = woke.wallMs / 1000;
+		if (woke.errors.length) out.notes.push(`${woke.errors.length} of ${options.actorsRss} wakes for RSS failed: ${woke.errors[0].message}`);
+		if (n + woke.errors.length < options.actorsRss) out.notes.push(`RSS wakes stopped at their 180 s deadline: ${n} of ${options.actorsRss} woken`);
+		log(
+			`${spec.label}: RSS ${fmt(out.rssBeforeMb)} → ${fmt(out.rssAfterMb)} MB after waking ${n} actors ` +
+				`(in ${fmt(out.wakeSeconds)} s, ${woke.errors.length} errors)`,
+		);
+		await engineSettled(engine.pid);
+		return host;
+	} catch (err) {
+		await host.kill();
+		throw err;
+	} finally {
+		await client.dispose();
+	}
+}
+
+const exitText = (exit, boundMs) => (!exit ? "-" : exit.timedOut ? `did not exit in ${boundMs / 1000} s` : fmt(exit.ms, 0));
+
+/** ours / theirs; with a side that hit the bound, a bound on the ratio. */
+function ratio(ours, theirs, { oursBound, theirsBound } = {}) {
+	if (theirsBound && Number.isFinite(ours)) return `< ${fmt(ours / theirsBound, 3)}`;
+	if (oursBound && Number.isFinite(theirs)) return `> ${fmt(oursBound / theirs, 2)}`;
+	if (!Number.isFinite(ours) || !Number.isFinite(theirs) || theirs === 0) return "-";
+	const r = ours / theirs;
+	return fmt(r, Math.abs(r) < 0.1 ? 3 : 2);
+}
+
+/** The printed table and notes of `results`. */
+function report(results, options) {
+	const t = results.theirs;
+	const o = results.ours;
+	const bound = options.exitBoundMs;
+	const rows = [];
+	const row = (figure, get, digits = 1) => {
+		const tv = get(t) ?? Number.NaN;
+		const ov = get(o) ?? Number.NaN;
+		rows.push({ figure, theirs: fmt(tv, digits), ours: fmt(ov, digits), ratio: ratio(ov, tv) });
+	};
+	const n = (side, key) => side[key]?.ops ?? 0;
+	row(`host CPU ms per HTTP action (${n(t, "http")} / ${n(o, "http")} sequential)`, (s) => s.http?.hostCpuMsPerOp, 3);
+	row("HTTP action client p50 ms", (s) => s.http?.p50);
+	row("HTTP action client p99 ms", (s) => s.http?.p99);
+	row(`host CPU ms per WebSocket action (${n(t, "ws")} / ${n(o, "ws")} sequential)`, (s) => s.ws?.hostCpuMsPerOp, 3);
+	row("WebSocket action client p50 ms", (s) => s.ws?.p50);
+	row("WebSocket action client p99 ms", (s) => s.ws?.p99);
+	row(`RSS KB per live actor (${t.rssActors ?? "-"} / ${o.rssActors ?? "-"} actors)`, (s) => s.rssPerActorKb);
+	row("process spawn → first answered action ms", (s) => s.startMs, 0);
+	rows.push({
+		figure: `SIGINT → exit ms (${t.liveActors ?? "-"} / ${o.liveActors ?? "-"} live actors)`,
+		theirs: exitText(t.exit, bound),
+		ours: exitText(o.exit, bound),
+		ratio: ratio(o.exit?.ms ?? Number.NaN, t.exit?.ms ?? Number.NaN, {
+			theirsBound: t.exit?.timedOut ? bound : undefined,
+			oursBound: o.exit?.timedOut ? bound : undefined,
+		}),
+	});
+	rows.push({ figure: "for information:", theirs: "", ours: "", ratio: "" });
+	row("  process spawn → envoy registered ms", (s) => s.envoyMs, 0);
+	row("  host RSS MB before the RSS actors", (s) => s.rssBeforeMb);
+	row("  host RSS MB with them", (s) => s.rssAfterMb);
+	row("  of the RSS per actor: anonymous KB", (s) => s.anonPerActorKb);
+	row("  of the RSS per actor: file-backed KB", (s) => s.filePerActorKb);
+	row("  host CPU ms per actor woken", (s) => s.wakeCpuMsPerActor, 2);
+	row("  engine CPU ms per actor woken", (s) => s.wakeEngineCpuMsPerActor, 2);
+	row("  seconds to wake them", (s) => s.wakeSeconds);
+	row("  host CPU ms per s, idle with them", (s) => s.idleHostCpuMsPerS, 1);
+	row("  engine CPU ms per HTTP action", (s) => s.http?.engineCpuMsPerOp, 2);
+	row("  engine CPU ms per WebSocket action", (s) => s.ws?.engineCpuMsPerOp, 2);
+
+	const header = { figure: "figure", theirs: SIDES[0].label, ours: SIDES[1].label, ratio: "ours / theirs" };
+	const columns = Object.values(header);
+	const text = table(
+		columns,
+		rows.map((r) => Object.fromEntries(Object.entries(header).map(([key, title]) => [title, r[key]]))),
+	);
+	const notes = [];
+	for (const spec of SIDES) {
+		const out = results[spec.side];
+		for (const note of out.notes) notes.push(`${spec.label}: ${note}`);
+		for (const key of ["http", "ws"]) if (out[key]?.firstError) notes.push(`${spec.label}: first ${key} error: ${out[key].firstError}`);
+	}
+	return [text, ...notes].join("\n");
+}
+
+/**
+ * Runs the comparison against `engine`, logging progress through `log`.
+ * Returns `{text, results, failed}`: `text` is the table (and notes).
+ */
+export async function runComparison({ engine, options = compareOptions(), log = console.log }) {
+	const ours = ourAddonBinary();
+	log(`compare: ours = ${ours.description}`);
+	log(`compare: client encoding ${options.encoding}; the hosts run one after another on one engine`);
+	const results = Object.fromEntries(SIDES.map((spec) => [spec.side, { notes: [] }]));
+	const idle = [];
+	try {
+		for (const spec of SIDES) {
+			try {
+				await mainPhase({ engine, spec, options, ours, out: results[spec.side], log });
+			} catch (err) {
+				results[spec.side].notes.push(`main phase failed: ${err.message}`);
+				log(`compare: ${spec.label} failed: ${err.stack ?? err.message}`);
+			}
+		}
+		for (const spec of SIDES) {
+			try {
+				const idleBefore = await Promise.all(idle.map((h) => h.cpu()));
+				idle.push(await rssPhase({ engine, spec, options, out: results[spec.side], log }));
+				const idleAfter = await Promise.all(idle.slice(0, idleBefore.length).map((h) => h.cpu()));
+				idleAfter.forEach((after, i) =>
+					log(`compare: the idle ${idle[i].impl} host used ${fmt(cpuMs(after) - cpuMs(idleBefore[i]), 0)} ms of CPU meanwhile`),
+				);
+			} catch (err) {
+				results[spec.side].notes.push(`RSS phase failed: ${err.message}`);
+				log(`compare: ${spec.label} RSS phase failed: ${err.stack ?? err.message}`);
+			}
+		}
+	} finally {
+		await Promise.all(idle.map((host) => host.kill()));
+	}
+	const failed = SIDES.some((spec) => {
+		const out = results[spec.side];
+		return out.notes.some((n) => n.includes("failed:")) || !out.http || !out.ws || out.http.errors || out.ws.errors;
+	});
+	return { text: report(results, options), results, failed, build: ours.build };
+}
