@@ -423,6 +423,15 @@ impl std::fmt::Debug for ActorContext {
 impl ActorContext {
     /// A context for tests, backed by an in-memory link.
     pub fn for_test(actor_id: &str, generation: u32) -> Self {
+        Self::for_test_with(actor_id, generation, Arc::new(super::link::MemoryLink::default()))
+    }
+
+    /// Another generation of the same actor over the same in-memory storage.
+    pub fn for_test_sharing(other: &ActorContext, generation: u32) -> Self {
+        Self::for_test_with(other.actor_id(), generation, other.link().clone())
+    }
+
+    fn for_test_with(actor_id: &str, generation: u32, link: Arc<dyn EngineLink>) -> Self {
         Self::new(
             ActorIdentity {
                 actor_id: actor_id.into(),
@@ -433,23 +442,7 @@ impl ActorContext {
                 input: None,
             },
             CancellationToken::new(),
-            Arc::new(super::link::MemoryLink::default()),
-        )
-    }
-
-    /// Another generation of the same actor over the same in-memory storage.
-    pub fn for_test_sharing(other: &ActorContext, generation: u32) -> Self {
-        Self::new(
-            ActorIdentity {
-                actor_id: other.actor_id().into(),
-                generation,
-                name: "test".into(),
-                key: ActorKey::default(),
-                region: String::new(),
-                input: None,
-            },
-            CancellationToken::new(),
-            other.link().clone(),
+            link,
         )
     }
 }
