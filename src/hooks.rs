@@ -213,6 +213,30 @@ fn js_ctx(ctx: &CoreContext) -> ActorContext {
     ActorContext::from(ctx.clone())
 }
 
+impl JsHooks {
+    /// The action `name` as JavaScript sees it: from a connection, from HTTP
+    /// (`conn` null) or from a scheduled event (`scheduledFire` set).
+    fn call_action(
+        &self,
+        ctx: &CoreContext,
+        conn: Option<&Conn>,
+        name: &str,
+        args: Vec<u8>,
+        fire: Option<&ScheduledFire>,
+        cancel: CoreToken,
+    ) -> Option<BoxFuture<'static, anyhow::Result<Vec<u8>>>> {
+        let hook = self.actions.get(name)?.clone();
+        let payload = ActionPayload {
+            ctx: js_ctx(ctx),
+            conn: conn.map(|c| ConnHandle::new(ctx, c)),
+            args: Buffer::from(args),
+            scheduled_fire: fire.map(Into::into),
+            cancel_token: CancellationToken::from_inner(cancel),
+        };
+        Some(async move { Ok(hook.call(payload).await?.to_vec()) }.boxed())
+    }
+}
+
 impl ActorHooks for JsHooks {
     fn on_migrate(&self, ctx: &CoreContext, is_new: bool) -> Option<BoxFuture<'static, anyhow::Result<()>>> {
         void_call(&self.on_migrate, || MigratePayload { ctx: js_ctx(ctx), is_new })
@@ -294,27 +318,11 @@ impl ActorHooks for JsHooks {
     }
 
     fn action(&self, ctx: &CoreContext, conn: Option<&Conn>, name: &str, args: Vec<u8>, cancel: CoreToken) -> Option<BoxFuture<'static, anyhow::Result<Vec<u8>>>> {
-        let hook = self.actions.get(name)?.clone();
-        let payload = ActionPayload {
-            ctx: js_ctx(ctx),
-            conn: conn.map(|c| ConnHandle::new(ctx, c)),
-            args: Buffer::from(args),
-            scheduled_fire: None,
-            cancel_token: CancellationToken::from_inner(cancel),
-        };
-        Some(async move { Ok(hook.call(payload).await?.to_vec()) }.boxed())
+        self.call_action(ctx, conn, name, args, None, cancel)
     }
 
     fn scheduled_action(&self, ctx: &CoreContext, name: &str, args: Vec<u8>, fire: &ScheduledFire, cancel: CoreToken) -> Option<BoxFuture<'static, anyhow::Result<Vec<u8>>>> {
-        let hook = self.actions.get(name)?.clone();
-        let payload = ActionPayload {
-            ctx: js_ctx(ctx),
-            conn: None,
-            args: Buffer::from(args),
-            scheduled_fire: Some(fire.into()),
-            cancel_token: CancellationToken::from_inner(cancel),
-        };
-        Some(async move { Ok(hook.call(payload).await?.to_vec()) }.boxed())
+        self.call_action(ctx, None, name, args, Some(fire), cancel)
     }
 
     fn on_request(&self, ctx: &CoreContext, request: HttpRequest, cancel: CoreToken) -> Option<BoxFuture<'static, anyhow::Result<HttpResponse>>> {
