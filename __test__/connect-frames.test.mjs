@@ -15,7 +15,7 @@ import WebSocket from "ws";
 
 import { getOrCreateActor, startEngine, waitFor } from "./helpers/engine.mjs";
 import { native, serveActors } from "./helpers/actors.mjs";
-import { ENCODINGS, cborDecode, cborEncode } from "./helpers/client.mjs";
+import { BareReader, ENCODINGS, bareData as data, bareStr as str, bareUint as uint, cborDecode, cborEncode, vbare } from "./helpers/client.mjs";
 
 /** `maxOutgoingMessageSize` of the test actor. */
 const MAX_OUTGOING = 1024;
@@ -24,72 +24,9 @@ const MAX_INCOMING = 65_536;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 const FRAME_TIMEOUT_MS = 15_000;
 
-// --- BARE (client protocol v4), just enough for actor-connect -------------
-
-function uint(n) {
-	const out = [];
-	let v = BigInt(n);
-	do {
-		let byte = Number(v & 0x7fn);
-		v >>= 7n;
-		if (v > 0n) byte |= 0x80;
-		out.push(byte);
-	} while (v > 0n);
-	return Buffer.from(out);
-}
-const data = (bytes) => Buffer.concat([uint(bytes.length), Buffer.from(bytes)]);
-const str = (s) => data(Buffer.from(s, "utf8"));
-const vbare = (body, version = 4) => {
-	const head = Buffer.alloc(2);
-	head.writeUInt16LE(version);
-	return Buffer.concat([head, body]);
-};
-
-class Reader {
-	constructor(bytes) {
-		this.bytes = Buffer.from(bytes);
-		this.at = 0;
-	}
-	byte() {
-		if (this.at >= this.bytes.length) throw new Error("truncated");
-		return this.bytes[this.at++];
-	}
-	u16le() {
-		const v = this.bytes.readUInt16LE(this.at);
-		this.at += 2;
-		return v;
-	}
-	uint() {
-		let value = 0n;
-		let shift = 0n;
-		for (;;) {
-			const byte = this.byte();
-			value |= BigInt(byte & 0x7f) << shift;
-			if ((byte & 0x80) === 0) return value;
-			shift += 7n;
-		}
-	}
-	data() {
-		const len = Number(this.uint());
-		if (this.at + len > this.bytes.length) throw new Error("truncated data");
-		const out = this.bytes.subarray(this.at, this.at + len);
-		this.at += len;
-		return out;
-	}
-	str() {
-		return this.data().toString("utf8");
-	}
-	optional(read) {
-		const tag = this.byte();
-		if (tag === 0) return null;
-		if (tag === 1) return read();
-		throw new Error(`bad optional tag ${tag}`);
-	}
-}
-
 /** A BARE `ToClient` → `{tag, val}` with CBOR payloads decoded and ids as Numbers. */
 function decodeBareToClient(bytes) {
-	const r = new Reader(bytes);
+	const r = new BareReader(bytes);
 	const version = r.u16le();
 	assert.equal(version, 4, "the server writes client protocol v4");
 	const tag = Number(r.uint());
@@ -98,9 +35,9 @@ function decodeBareToClient(bytes) {
 			return { tag: "Init", val: { actorId: r.str(), connectionId: r.str() } };
 		case 1: {
 			const val = { group: r.str(), code: r.str(), message: r.str() };
-			val.metadata = r.optional(() => cborDecode(r.data()));
-			val.actionId = r.optional(() => Number(r.uint()));
-			val.actor = r.optional(() => ({ actorId: r.str(), generation: Number(r.uint()), key: r.optional(() => r.str()) }));
+			val.metadata = r.optional(() => cborDecode(r.data()), null);
+			val.actionId = r.optional(() => Number(r.uint()), null);
+			val.actor = r.optional(() => ({ actorId: r.str(), generation: Number(r.uint()), key: r.optional(() => r.str(), null) }), null);
 			return { tag: "Error", val };
 		}
 		case 2:

@@ -41,7 +41,8 @@ export function officialClient(engine, pool, encoding) {
 
 const VERSION = 4;
 
-function uintBytes(n) {
+/** BARE `uint` (LEB128). */
+export function bareUint(n) {
 	const out = [];
 	let v = BigInt(n);
 	do {
@@ -54,9 +55,12 @@ function uintBytes(n) {
 }
 
 /** `data` (length-prefixed bytes). */
-function bareData(bytes) {
-	return Buffer.concat([uintBytes(bytes.length), Buffer.from(bytes)]);
+export function bareData(bytes) {
+	return Buffer.concat([bareUint(bytes.length), Buffer.from(bytes)]);
 }
+
+/** `str` (length-prefixed UTF-8). */
+export const bareStr = (s) => bareData(Buffer.from(s, "utf8"));
 
 /** vbare framing: 2-byte little-endian version, then the BARE body. */
 export function vbare(body, version = VERSION) {
@@ -70,10 +74,15 @@ export function bareActionRequest(args, version = VERSION) {
 	return vbare(bareData(cborEncode(args)), version);
 }
 
-class BareReader {
+/** Reads BARE values in order; throws on truncated input. */
+export class BareReader {
 	constructor(bytes) {
 		this.bytes = Buffer.from(bytes);
 		this.at = 0;
+	}
+	byte() {
+		if (this.at >= this.bytes.length) throw new Error("truncated");
+		return this.bytes[this.at++];
 	}
 	u16le() {
 		const v = this.bytes.readUInt16LE(this.at);
@@ -84,8 +93,7 @@ class BareReader {
 		let value = 0n;
 		let shift = 0n;
 		for (;;) {
-			const byte = this.bytes[this.at++];
-			if (byte === undefined) throw new Error("truncated uint");
+			const byte = this.byte();
 			value |= BigInt(byte & 0x7f) << shift;
 			if ((byte & 0x80) === 0) return value;
 			shift += 7n;
@@ -101,9 +109,10 @@ class BareReader {
 	str() {
 		return this.data().toString("utf8");
 	}
-	optional(read) {
-		const tag = this.bytes[this.at++];
-		if (tag === 0) return undefined;
+	/** `optional<T>`: `absent` when not set. */
+	optional(read, absent = undefined) {
+		const tag = this.byte();
+		if (tag === 0) return absent;
 		if (tag === 1) return read();
 		throw new Error(`bad optional tag ${tag}`);
 	}
