@@ -70,6 +70,11 @@ impl Schedule {
         self.limit.store(limit.max(1), std::sync::atomic::Ordering::Relaxed);
     }
 
+    fn read<R>(&self, f: impl FnOnce(&BTreeMap<String, ScheduledEvent>) -> R) -> R {
+        f(&self.events.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Changes the events and publishes the new earliest time.
     fn with<R>(&self, f: impl FnOnce(&mut BTreeMap<String, ScheduledEvent>) -> R) -> R {
         let mut events = self.events.lock().unwrap_or_else(|p| p.into_inner());
         let out = f(&mut events);
@@ -92,18 +97,18 @@ impl Schedule {
     }
 
     pub fn get(&self, id: &str) -> Option<ScheduledEvent> {
-        self.with(|events| events.get(id).cloned())
+        self.read(|events| events.get(id).cloned())
     }
 
     /// Pending events, earliest first.
     pub fn list(&self) -> Vec<ScheduledEvent> {
-        let mut out: Vec<_> = self.with(|events| events.values().cloned().collect());
+        let mut out: Vec<_> = self.read(|events| events.values().cloned().collect());
         out.sort_by(|a, b| a.run_at.cmp(&b.run_at).then_with(|| a.id.cmp(&b.id)));
         out
     }
 
     pub fn len(&self) -> usize {
-        self.with(|events| events.len())
+        self.read(|events| events.len())
     }
 
     pub fn is_empty(&self) -> bool {
