@@ -95,6 +95,8 @@ impl ActorContext {
     #[napi(ts_return_type = "Promise<void>")]
     pub fn save_state<'env>(&self, env: &'env Env, payload: StateDeltaPayload) -> napi::Result<PromiseRaw<'env, ()>> {
         let ctx = self.inner.clone();
+        // A handle of a generation that has stopped changes nothing.
+        ctx.check_writable().map_err(|e| to_js_error(env, e))?;
         if let Some(state) = payload.state {
             ctx.set_state(state.to_vec());
         }
@@ -127,8 +129,8 @@ impl ActorContext {
     /// Sets the alarm (ms since the epoch), or clears it with no argument.
     /// A sleeping actor is woken for it; `onAlarm` runs when it fires.
     #[napi]
-    pub fn set_alarm(&self, timestamp_ms: Option<f64>) {
-        self.inner.set_alarm(timestamp_ms.map(|ms| ms as i64));
+    pub fn set_alarm(&self, env: Env, timestamp_ms: Option<f64>) -> napi::Result<()> {
+        self.inner.set_alarm(timestamp_ms.map(|ms| ms as i64)).map_err(|e| to_js_error(&env, e))
     }
 
     /// Opens a keep-awake region; the actor does not sleep until it ends.

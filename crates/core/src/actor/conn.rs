@@ -187,7 +187,7 @@ impl std::fmt::Debug for Conn {
     }
 }
 
-/// What is persisted of a hibernatable connection (JSON under `[2, id]`).
+/// What is persisted of a hibernatable connection (JSON, see [`super::conn_store`]).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ConnRecord {
@@ -205,11 +205,27 @@ pub struct Connections {
     count: tokio::sync::watch::Sender<usize>,
     /// Records of hibernatable connections that ended, to delete.
     forgotten: Mutex<Vec<String>>,
+    /// Records stored in chunks, and their current write (see
+    /// [`super::conn_store`]).
+    chunked: Mutex<super::conn_store::ChunkedWrites>,
 }
 
 impl Connections {
     pub fn forget_record(&self, id: &str) {
         self.forgotten.lock().unwrap_or_else(|p| p.into_inner()).push(id.to_string());
+    }
+
+    /// The current chunk write of `id`'s record, if it is stored in chunks.
+    pub fn chunked_write(&self, id: &str) -> Option<u32> {
+        self.chunked.lock().unwrap_or_else(|p| p.into_inner()).get(id).copied()
+    }
+
+    pub(crate) fn set_chunked_write(&self, id: &str, write: Option<u32>) {
+        let mut chunked = self.chunked.lock().unwrap_or_else(|p| p.into_inner());
+        match write {
+            Some(w) => chunked.insert(id.to_string(), w),
+            None => chunked.remove(id),
+        };
     }
 
     /// What the next save must write and delete.

@@ -28,6 +28,10 @@ struct Inner {
     region: String,
     input: Option<Vec<u8>>,
     lost: CancellationToken,
+    /// Fires when the generation can no longer write: when it is lost, or
+    /// once its task finished stopping (see [`ActorContext::end_writes`]).
+    /// Every write of the runtime is fenced by it.
+    writes_closed: CancellationToken,
     abort: CancellationToken,
     started: AtomicBool,
     destroy_requested: AtomicBool,
@@ -90,6 +94,7 @@ impl ActorContext {
             key,
             region,
             input,
+            writes_closed: lost.child_token(),
             lost,
             abort: CancellationToken::new(),
             started: AtomicBool::new(false),
@@ -166,6 +171,50 @@ impl ActorContext {
     }
     pub fn aborted(&self) -> bool {
         self.0.abort.is_cancelled()
+    }
+
+    // --- write fence ------------------------------------------------------
+
+    /// The token every write of this generation is fenced by: a put is
+    /// dropped before it leaves the host once it fired.
+    pub fn write_fence(&self) -> &CancellationToken {
+        &self.0.writes_closed
+    }
+
+    /// True once this generation may no longer write (lost, or stopped).
+    pub fn writes_closed(&self) -> bool {
+        self.0.writes_closed.is_cancelled()
+    }
+
+    /// `Ok` while this generation may write; the structured refusal a
+    /// stale handle gets otherwise (`actor.stopping`).
+    pub fn check_writable(&self) -> anyhow::Result<()> {
+        if !self.writes_closed() {
+            return Ok(());
+        }
+        let why = if self.is_lost() {
+            "this actor generation was declared lost; its writes are refused"
+        } else {
+            "this actor generation has stopped; its writes are refused (use the context of the current generation)"
+        };
+        Err(catalog::actor_stopping(Some(why)).with_actor(self.specifier()).into_anyhow())
+    }
+
+    /// Ends this generation's writes, once its final save is done: waits
+    /// for a write under way, then closes the fence, so no write of this
+    /// handle can land after the engine is told the generation stopped.
+    /// Save waiters still pending are answered with the refusal.
+    pub(crate) async fn end_writes(&self) {
+        let _writing = self.0.write_lock.lock().await;
+        self.0.writes_closed.cancel();
+        self.0.saves.close(catalog::actor_stopping(Some("this actor generation has stopped")).with_actor(self.specifier()));
+    }
+
+    /// The same without waiting for a write under way: for a task that
+    /// ends without a shutdown (a failed start, a panic).
+    pub(crate) fn end_writes_now(&self) {
+        self.0.writes_closed.cancel();
+        self.0.saves.close(catalog::actor_stopping(Some("this actor generation has stopped")).with_actor(self.specifier()));
     }
 
     // --- lifecycle flags --------------------------------------------------
@@ -257,7 +306,8 @@ impl ActorContext {
     }
 
     /// `requestSave`: persist soon (throttled). Returns the request's revision.
-    pub fn request_save(&self, options: SaveOptions) -> u64 {
+    /// A no-op once the generation stopped (a hint to a task that is gone).
+    pub fn request_save(&self, options: SaveOptions) -> Option<u64> {
         let interval = self.0.save_interval.get().copied().unwrap_or(Duration::from_secs(1));
         self.0.saves.request(options, interval)
     }
@@ -268,8 +318,11 @@ impl ActorContext {
         if !self.started() && !self.0.abort.is_cancelled() {
             return Err(catalog::actor_starting().into_anyhow());
         }
-        let revision = self.request_save(options);
-        self.0.saves.wait_for(revision).await
+        self.check_writable()?;
+        match self.request_save(options) {
+            Some(revision) => self.0.saves.wait_for(revision).await,
+            None => self.check_writable(),
+        }
     }
 
     pub(crate) fn saves(&self) -> &SaveRequests {
@@ -363,10 +416,12 @@ impl ActorContext {
 
     /// Sets (or clears) the alarm: persisted with the actor record, and the
     /// engine is told the actor's next wake-up so a sleeping actor wakes on time.
-    pub fn set_alarm(&self, timestamp_ms: Option<i64>) {
+    pub fn set_alarm(&self, timestamp_ms: Option<i64>) -> anyhow::Result<()> {
+        self.check_writable()?;
         self.0.alarm.send_replace(timestamp_ms);
         self.sync_engine_alarm();
         self.request_save(SaveOptions { immediate: true, max_wait: None });
+        Ok(())
     }
 
     /// The actor's next wake-up: the earliest of its alarm and its
@@ -431,7 +486,7 @@ impl ActorContext {
         Self::for_test_with(other.actor_id(), generation, other.link().clone())
     }
 
-    fn for_test_with(actor_id: &str, generation: u32, link: Arc<dyn EngineLink>) -> Self {
+    pub(crate) fn for_test_with(actor_id: &str, generation: u32, link: Arc<dyn EngineLink>) -> Self {
         Self::new(
             ActorIdentity {
                 actor_id: actor_id.into(),

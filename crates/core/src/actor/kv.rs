@@ -211,7 +211,7 @@ impl ActorKv {
             let result = self
                 .ctx
                 .link()
-                .kv_put(self.ctx.actor_id(), chunk, self.ctx.lost_token().clone())
+                .kv_put(self.ctx.actor_id(), chunk, self.ctx.write_fence().clone())
                 .await;
             self.write_result(result, "put")?;
         }
@@ -276,6 +276,7 @@ impl ActorKv {
         if self.ctx.is_lost() {
             return Err(lost_error(&self.ctx));
         }
+        self.ctx.check_writable()?;
         if self.ctx.is_generation_finished() {
             return Err(catalog::actor_stopping(Some("the actor generation has stopped; its KV is read-only"))
                 .with_actor(self.ctx.specifier())
@@ -380,7 +381,7 @@ fn bound(user: &[u8]) -> Vec<u8> {
 }
 
 /// Splits a put into requests the engine accepts.
-fn put_chunks(entries: KvEntries) -> Vec<KvEntries> {
+pub(crate) fn put_chunks(entries: KvEntries) -> Vec<KvEntries> {
     let mut chunks = Vec::new();
     let mut chunk: KvEntries = Vec::new();
     let mut bytes = 0;

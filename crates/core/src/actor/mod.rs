@@ -8,6 +8,7 @@
 pub mod activity;
 pub mod config;
 pub mod conn;
+pub mod conn_store;
 pub mod context;
 pub mod factory;
 pub mod hooks;

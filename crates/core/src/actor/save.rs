@@ -20,10 +20,13 @@ pub struct SaveOptions {
     pub max_wait: Option<Duration>,
 }
 
-/// The outcome of the newest finished save: the revision it covered and its error, if any.
+/// What the finished saves covered: the newest revision any save (or the
+/// end of the generation) answered, the newest one a successful save made
+/// durable, and the newest failure.
 #[derive(Debug, Clone, Default)]
 pub struct SaveOutcome {
     pub revision: u64,
+    pub ok_through: u64,
     pub error: Option<RivetError>,
 }
 
@@ -38,6 +41,8 @@ struct Pending {
     requested: u64,
     deadline: Option<Instant>,
     last_save: Option<Instant>,
+    /// The generation stopped: no task will save again.
+    closed: bool,
 }
 
 impl Default for SaveRequests {
@@ -50,9 +55,13 @@ impl SaveRequests {
     /// Records a request and returns its revision. The deadline is now for
     /// an immediate request, else one interval after the last save, capped
     /// by `max_wait`.
-    pub fn request(&self, options: SaveOptions, interval: Duration) -> u64 {
+    /// `None` once closed: nobody would ever save it.
+    pub fn request(&self, options: SaveOptions, interval: Duration) -> Option<u64> {
         let now = Instant::now();
         let mut p = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        if p.closed {
+            return None;
+        }
         p.requested += 1;
         let mut deadline = if options.immediate {
             now
@@ -66,7 +75,7 @@ impl SaveRequests {
         let revision = p.requested;
         drop(p);
         self.wake.notify_one();
-        revision
+        Some(revision)
     }
 
     /// When the task should save next, if anything is pending.
@@ -98,8 +107,10 @@ impl SaveRequests {
             self.wake.notify_one();
         }
         self.outcome.send_modify(|o| {
-            if revision >= o.revision {
-                *o = SaveOutcome { revision, error };
+            o.revision = o.revision.max(revision);
+            match error {
+                None => o.ok_through = o.ok_through.max(revision),
+                Some(error) => o.error = Some(error),
             }
         });
     }
@@ -112,16 +123,31 @@ impl SaveRequests {
             .await
             .map(|o| o.clone())
             .map_err(|_| crate::error::catalog::actor_stopping(None).into_anyhow())?;
-        match outcome.error {
-            Some(err) => Err(err.into_anyhow()),
-            None => Ok(()),
+        if outcome.ok_through >= revision {
+            return Ok(());
         }
+        Err(outcome.error.unwrap_or_else(|| crate::error::catalog::actor_stopping(None)).into_anyhow())
     }
 
     /// Fails every waiter (the generation ends without a final save).
     pub fn abandon(&self, error: RivetError) {
         let requested = self.pending.lock().unwrap_or_else(|e| e.into_inner()).requested;
-        self.outcome.send_modify(|o| *o = SaveOutcome { revision: requested, error: Some(error) });
+        self.outcome.send_modify(|o| {
+            if requested > o.ok_through {
+                o.revision = o.revision.max(requested);
+                o.error = Some(error);
+            }
+        });
+    }
+
+    /// No save will run again: later requests are refused, and waiters
+    /// whose request no save covered get `error` (none is left waiting).
+    pub fn close(&self, error: RivetError) {
+        let mut p = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        p.closed = true;
+        p.deadline = None;
+        drop(p);
+        self.abandon(error);
     }
 }
 
@@ -145,7 +171,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn waiters_resolve_when_their_revision_is_saved() {
         let s = std::sync::Arc::new(SaveRequests::default());
-        let rev = s.request(SaveOptions { immediate: true, ..Default::default() }, Duration::from_secs(1));
+        let rev = s.request(SaveOptions { immediate: true, ..Default::default() }, Duration::from_secs(1)).unwrap();
         let waiter = {
             let s = s.clone();
             tokio::spawn(async move { s.wait_for(rev).await })
@@ -153,5 +179,31 @@ mod tests {
         let covered = s.begin_save();
         s.finish_save(covered, &Ok(()));
         waiter.await.unwrap().unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn closing_answers_every_waiter_and_refuses_later_requests() {
+        let s = std::sync::Arc::new(SaveRequests::default());
+        let interval = Duration::from_secs(1);
+        let covered = s.request(SaveOptions { immediate: true, ..Default::default() }, interval).unwrap();
+        let revision = s.begin_save();
+        let uncovered = s.request(SaveOptions::default(), interval).unwrap();
+        let waiters: Vec<_> = [covered, uncovered]
+            .into_iter()
+            .map(|rev| {
+                let s = s.clone();
+                tokio::spawn(async move { s.wait_for(rev).await })
+            })
+            .collect();
+        s.finish_save(revision, &Ok(()));
+        s.close(RivetError::new("actor", "stopping", "stopped"));
+        let mut results = Vec::new();
+        for w in waiters {
+            results.push(w.await.unwrap());
+        }
+        assert!(results[0].is_ok(), "the saved request stays saved");
+        assert_eq!(RivetError::extract(results[1].as_ref().unwrap_err()).qualified_code(), "actor.stopping");
+        assert_eq!(s.request(SaveOptions::default(), interval), None);
+        assert_eq!(s.deadline(), None);
     }
 }

@@ -139,6 +139,7 @@ pub async fn schedule_at(ctx: &ActorContext, run_at: i64, action: &str, args: Ve
     if action.is_empty() {
         return Err(RivetError::new("schedule", "invalid_name", "The scheduled action name must not be empty.").into_anyhow());
     }
+    ctx.check_writable()?;
     let schedule = ctx.schedule();
     let limit = schedule.limit.load(std::sync::atomic::Ordering::Relaxed);
     if schedule.len() >= limit {
@@ -152,7 +153,7 @@ pub async fn schedule_at(ctx: &ActorContext, run_at: i64, action: &str, args: Ve
     }
     let event = ScheduledEvent { id: super::conn::new_id(), action: action.to_string(), args, run_at };
     ctx.link()
-        .kv_put(ctx.actor_id(), vec![(event_key(&event.id), encode_event(&event))], ctx.lost_token().clone())
+        .kv_put(ctx.actor_id(), vec![(event_key(&event.id), encode_event(&event))], ctx.write_fence().clone())
         .await?;
     let id = event.id.clone();
     schedule.restore(vec![event]);
@@ -162,6 +163,7 @@ pub async fn schedule_at(ctx: &ActorContext, run_at: i64, action: &str, args: Ve
 
 /// `schedule.cancel(id)`: whether a pending event was removed.
 pub async fn cancel(ctx: &ActorContext, id: &str) -> anyhow::Result<bool> {
+    ctx.check_writable()?;
     let removed = ctx.schedule().with(|events| events.remove(id)).is_some();
     if removed {
         ctx.sync_engine_alarm();
@@ -172,7 +174,7 @@ pub async fn cancel(ctx: &ActorContext, id: &str) -> anyhow::Result<bool> {
 
 /// Deletes a fired or cancelled event's record.
 pub(crate) async fn forget(ctx: &ActorContext, id: &str) -> anyhow::Result<()> {
-    if ctx.is_lost() {
+    if ctx.writes_closed() {
         return Ok(());
     }
     ctx.link().kv_delete(ctx.actor_id(), vec![event_key(id)]).await

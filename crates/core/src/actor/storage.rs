@@ -9,9 +9,10 @@
 //! |-----------------------------|-------|
 //! | `[1]`                       | actor record header (below) |
 //! | `[1, 1 + slot, index u32 BE]` | state chunks of a large state, in one of two slots |
-//! | `[2, conn id]`              | hibernatable connection records (JSON: id, params, state, subscriptions, gateway and request ids, last client message index, path, headers) |
+//! | `[2, conn id]`              | hibernatable connection records (JSON: id, params, state, subscriptions, gateway and request ids, last client message index, path, headers), or the header of a chunked one |
 //! | `[3, event id]`             | scheduled actions (binary, see [`super::schedule`]) |
 //! | `[4, key..]`                | user KV (`ActorContext.kv()`), key bytes appended as-is |
+//! | `[5, conn id, 0, write, index]` | chunks of connection records too large for one value ([`super::conn_store`]) |
 //!
 //! The header is `u16 LE version (1)`, `u8 flags` (bit 0 initialized, bit 1
 //! alarm set, bit 2 state chunked), the alarm as `i64 LE` ms since the
@@ -26,7 +27,9 @@
 //!
 //! Input is not stored: the engine delivers it on every start. Writes of a
 //! lost generation are fenced by its lost signal (they are dropped before
-//! they leave the host).
+//! they leave the host), and so are the writes of a generation that has
+//! stopped ([`ActorContext::write_fence`]): a stale handle kept by user
+//! code can never overwrite its successor's data.
 
 use crate::error::RivetError;
 
@@ -35,6 +38,7 @@ use super::ActorContext;
 pub const ACTOR_RECORD_KEY: &[u8] = &[1];
 pub const CONN_PREFIX: u8 = 2;
 pub const USER_KV_PREFIX: u8 = 4;
+pub const CONN_CHUNK_PREFIX: u8 = 5;
 
 const RECORD_VERSION: u16 = 1;
 const FLAG_INITIALIZED: u8 = 1;
@@ -193,8 +197,9 @@ async fn load_chunks(ctx: &ActorContext, c: Chunked) -> anyhow::Result<Vec<u8>> 
 /// Writes the actor record with the context's current state and alarm.
 pub async fn save_record(ctx: &ActorContext) -> anyhow::Result<()> {
     let _writing = ctx.lock_writes().await;
+    ctx.check_writable()?;
     let record = ActorRecord { initialized: true, alarm: ctx.alarm(), state: ctx.state() };
-    let lost = ctx.lost_token().clone();
+    let lost = ctx.write_fence().clone();
     if record.state.len() <= INLINE_STATE_MAX {
         return ctx.link().kv_put(ctx.actor_id(), vec![(ACTOR_RECORD_KEY.to_vec(), record.encode())], lost).await;
     }
@@ -224,43 +229,6 @@ pub async fn save_record(ctx: &ActorContext) -> anyhow::Result<()> {
         .await?;
     ctx.set_state_slot(slot);
     Ok(())
-}
-
-fn conn_key(id: &str) -> Vec<u8> {
-    let mut key = vec![CONN_PREFIX];
-    key.extend_from_slice(id.as_bytes());
-    key
-}
-
-/// Writes hibernatable-connection records (JSON) and deletes ended ones.
-pub async fn write_conn_records(ctx: &ActorContext, records: &[super::ConnRecord], forgotten: &[String]) -> anyhow::Result<()> {
-    let entries = records
-        .iter()
-        .map(|r| Ok((conn_key(&r.id), serde_json::to_vec(r)?)))
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    for batch in entries.chunks(CHUNKS_PER_PUT) {
-        ctx.link().kv_put(ctx.actor_id(), batch.to_vec(), ctx.lost_token().clone()).await?;
-    }
-    if !forgotten.is_empty() && !ctx.is_lost() {
-        ctx.link().kv_delete(ctx.actor_id(), forgotten.iter().map(|id| conn_key(id)).collect()).await?;
-    }
-    Ok(())
-}
-
-/// Reads every hibernatable-connection record; unreadable ones are
-/// reported and skipped (their sockets are then closed as stale).
-pub async fn load_conn_records(ctx: &ActorContext) -> anyhow::Result<Vec<super::ConnRecord>> {
-    let entries = ctx.link().kv_list_prefix(ctx.actor_id(), vec![CONN_PREFIX], false, None).await?;
-    Ok(entries
-        .into_iter()
-        .filter_map(|(key, value)| match serde_json::from_slice(&value) {
-            Ok(record) => Some(record),
-            Err(err) => {
-                tracing::warn!(key = ?key, %err, "skipping an unreadable connection record");
-                None
-            }
-        })
-        .collect())
 }
 
 /// The engine key of a user KV key.

@@ -98,6 +98,12 @@ impl Dispatcher {
             .collect()
     }
 
+    /// Every started generation, stopping ones included, whose writes are
+    /// still open: what the drain saves before it gives up.
+    pub fn live_contexts(&self) -> Vec<ActorContext> {
+        self.lock().instances.values().map(|r| r.context().clone()).filter(|ctx| !ctx.writes_closed()).collect()
+    }
+
     /// The newest registered generation of an actor.
     pub fn current_generation(&self, actor_id: &str) -> Option<u32> {
         self.lock().current.get(actor_id).copied()

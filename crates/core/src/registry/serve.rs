@@ -175,6 +175,38 @@ async fn nudge_stragglers(dispatcher: &Dispatcher) {
     }
 }
 
+/// How many final saves the drain runs at once when it hits its bound.
+const FINAL_SAVE_CONCURRENCY: usize = 32;
+/// How long those saves may take in all. The drain bound limits how long
+/// we wait for the engine's stops; this one protects the data (an engine
+/// that ignores stops still takes writes), and is never skipped.
+const FINAL_SAVE_WAIT: Duration = Duration::from_secs(15);
+
+/// Saves every generation still running (`serializeState`, then the
+/// record and connection records), so nothing the actors hold is lost
+/// when the drain gives up on the engine's stops.
+async fn save_all(dispatcher: &Dispatcher) {
+    use futures::stream::{self, StreamExt};
+    use crate::actor::save::SaveOptions;
+
+    let live = dispatcher.live_contexts();
+    let total = live.len();
+    let saves = stream::iter(live)
+        .map(|ctx| async move {
+            let result = ctx.request_save_and_wait(SaveOptions { immediate: true, max_wait: None }).await;
+            if let Err(err) = &result {
+                tracing::error!(actor_id = ctx.actor_id(), generation = ctx.generation(), error = %format!("{err:#}"), "final save at the drain bound failed");
+            }
+            result.is_ok()
+        })
+        .buffer_unordered(FINAL_SAVE_CONCURRENCY)
+        .fold(0usize, |saved, ok| async move { saved + usize::from(ok) });
+    match tokio::time::timeout(FINAL_SAVE_WAIT, saves).await {
+        Ok(saved) => tracing::info!(saved, total, "saved the actors still running"),
+        Err(_) => tracing::error!(total, wait_ms = FINAL_SAVE_WAIT.as_millis() as u64, "final saves at the drain bound did not finish in time"),
+    }
+}
+
 async fn drain(config: &ServeConfig, envoy: &EnvoyHandle, dispatcher: &Dispatcher) {
     let threshold = envoy
         .get_protocol_metadata()
@@ -191,7 +223,9 @@ async fn drain(config: &ServeConfig, envoy: &EnvoyHandle, dispatcher: &Dispatche
         }
     };
     if tokio::time::timeout(bound, drained).await.is_err() {
-        tracing::warn!(bound_ms = bound.as_millis() as u64, "drain did not finish in time; stopping the envoy now");
+        tracing::warn!(bound_ms = bound.as_millis() as u64, "drain did not finish in time; saving the actors still running");
+        save_all(dispatcher).await;
+        tracing::warn!("stopping the envoy now");
         envoy.shutdown(true);
         let _ = tokio::time::timeout(FORCED_STOP_WAIT, envoy.wait_stopped()).await;
     }

@@ -20,7 +20,8 @@ impl ActorTask {
         let due_by = now.max(wake_at);
         if self.ctx.alarm().is_some_and(|at| at <= due_by) {
             tracing::debug!("alarm fired");
-            self.ctx.set_alarm(None);
+            // Cannot fail: the task only fires alarms while started.
+            let _ = self.ctx.set_alarm(None);
             if let Some(fut) = self.factory.hooks.lifecycle(LifecycleHook::OnAlarm, &self.ctx) {
                 let timeout = self.factory.config.action_timeout;
                 self.inflight.spawn(async move {

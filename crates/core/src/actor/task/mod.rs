@@ -90,14 +90,26 @@ pub fn spawn_actor_task(ctx: ActorContext, factory: ActorFactory, hold: Generati
         _hold: hold,
     };
     let span = tracing::info_span!("actor", actor_id = %ctx.actor_id(), generation = ctx.generation());
-    // Whatever way the task ends, the actor's abort signal fires with it.
+    // Whatever way the task ends (a panic included), the actor's abort
+    // signal fires and its writes end with it.
     let abort_on_exit = ctx.abort_token().clone().drop_guard();
+    let end_writes_on_exit = EndWritesOnExit(ctx.clone());
     let run = async move {
         let _abort_on_exit = abort_on_exit;
+        let _end_writes_on_exit = end_writes_on_exit;
         task.run().await;
     };
     let join = tokio::spawn(tracing::Instrument::instrument(run, span));
     ActorTaskHandle::new(ctx, factory.config.clone(), lifecycle_tx, dispatch_tx, factory.config.dispatch_queue_capacity, join)
+}
+
+/// Closes the generation's write fence when the task is gone.
+struct EndWritesOnExit(ActorContext);
+
+impl Drop for EndWritesOnExit {
+    fn drop(&mut self) {
+        self.0.end_writes_now();
+    }
 }
 
 impl ActorTask {

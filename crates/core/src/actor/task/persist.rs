@@ -4,7 +4,8 @@
 
 use std::time::Duration;
 
-use crate::actor::{storage, ActorContext, ActorHooks, SerializeReason};
+use crate::actor::{conn_store, storage, ActorContext, ActorHooks, SerializeReason};
+use crate::error::RivetError;
 
 /// How long `serializeState` may take before the save goes ahead with the
 /// state the context already has.
@@ -15,6 +16,7 @@ pub(super) async fn save(ctx: &ActorContext, hooks: &dyn ActorHooks) -> anyhow::
         // A lost generation never writes (its successor owns the data).
         return Ok(());
     }
+    ctx.check_writable()?;
     if let Some(fut) = hooks.serialize_state(ctx, SerializeReason::Save) {
         match tokio::time::timeout(SERIALIZE_TIMEOUT, fut).await {
             Ok(Ok(delta)) => {
@@ -31,15 +33,19 @@ pub(super) async fn save(ctx: &ActorContext, hooks: &dyn ActorHooks) -> anyhow::
 }
 
 /// Writes changed hibernatable-connection records and deletes those of
-/// connections that ended. On failure the changes are kept for the retry.
+/// connections that ended. On a failure the changes are kept for the
+/// retry, except a record too large to store: it is reported once and
+/// written again only when the connection changes.
 pub(super) async fn save_conn_records(ctx: &ActorContext) -> anyhow::Result<()> {
     let (dirty, forgotten) = ctx.conns().take_record_changes();
     if dirty.is_empty() && forgotten.is_empty() {
         return Ok(());
     }
-    let result = storage::write_conn_records(ctx, &dirty, &forgotten).await;
-    if result.is_err() {
-        ctx.conns().restore_record_changes(&dirty, forgotten);
+    let result = conn_store::write(ctx, &dirty, &forgotten).await;
+    if let Err(err) = &result {
+        if RivetError::extract(err).qualified_code() != "connection.record_too_large" {
+            ctx.conns().restore_record_changes(&dirty, forgotten);
+        }
     }
     result
 }

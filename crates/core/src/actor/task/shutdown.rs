@@ -60,10 +60,13 @@ impl ActorTask {
         });
     }
 
-    /// Final save, then answers every stop that waited for this shutdown.
+    /// Final save, then the write fence closes (a handle kept by user code
+    /// can no longer write), then every stop that waited is answered.
     pub(super) async fn finish_shutdown(&mut self) {
         self.ctx.set_started(false);
         let kind = self.grace.as_ref().map(|g| g.kind);
+        // The final save covers every request made before it began.
+        let revision = self.ctx.saves().begin_save();
         let result = if self.ctx.is_lost() {
             Ok(())
         } else {
@@ -80,9 +83,8 @@ impl ActorTask {
             // A destroyed actor must not be woken by its alarm.
             self.ctx.link().set_alarm(self.ctx.actor_id(), self.ctx.generation(), None);
         }
-        // Whoever still waits for a save gets the final save's outcome.
-        let revision = self.ctx.saves().begin_save();
         self.ctx.saves().finish_save(revision, &result);
+        self.ctx.end_writes().await;
         tracing::debug!(?kind, "actor stopped");
         self.reply_to_stops(result);
     }

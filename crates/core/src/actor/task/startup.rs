@@ -45,7 +45,7 @@ async fn run_start_hooks(ctx: ActorContext, factory: ActorFactory) -> anyhow::Re
     // (without hooks) and handed to the envoy, which reopens the sockets
     // that are still live once this start succeeds.
     if !is_new {
-        let records = storage::load_conn_records(&ctx).await?;
+        let records = crate::actor::conn_store::load(&ctx).await?;
         if !records.is_empty() {
             let sockets = records.iter().map(|r| r.hibernation.clone()).collect();
             for record in records {

@@ -94,7 +94,7 @@ async fn alarm_fires_on_time_and_is_cleared() {
     let h = Harness::new();
     let ctx = h.start(1).await;
     let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
-    ctx.set_alarm(Some(now_ms + 5_000));
+    ctx.set_alarm(Some(now_ms + 5_000)).unwrap();
     advance(Duration::from_millis(4_900)).await;
     assert!(!h.hooks.calls().contains(&"onAlarm:1".to_string()));
     advance(Duration::from_millis(200)).await;
@@ -107,7 +107,7 @@ async fn a_due_alarm_fires_on_the_next_start() {
     let h = Harness::new();
     let one = h.start(1).await;
     let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
-    one.set_alarm(Some(now_ms - 1));
+    one.set_alarm(Some(now_ms - 1)).unwrap();
     // Persisted with the record; a stop before it fires keeps it.
     let (stop, rx) = stop_handle();
     h.dispatcher.stop_actor("actor", 1, crate::dispatcher::StopReason::SleepIntent, stop).await.unwrap();
@@ -164,4 +164,52 @@ async fn an_active_run_handler_keeps_the_actor_awake_and_ends_on_stop() {
     h.dispatcher.stop_actor("actor", 1, crate::dispatcher::StopReason::SleepIntent, stop).await.unwrap();
     assert_eq!(rx.await.unwrap(), Ok(()));
     assert!(!ctx.run_handler_active());
+}
+
+/// A handle kept from a generation that stopped can never write again: the
+/// successor's acknowledged state stays, and nothing of the stale handle
+/// waits forever.
+#[tokio::test(start_paused = true)]
+async fn a_stopped_generation_refuses_every_write() {
+    let h = Harness::new();
+    let stale = h.start(1).await;
+    let (stop, rx) = stop_handle();
+    h.dispatcher.stop_actor("actor", 1, crate::dispatcher::StopReason::SleepIntent, stop).await.unwrap();
+    assert_eq!(rx.await.unwrap(), Ok(()));
+
+    let current = h.start(2).await;
+    current.set_state(b"3".to_vec());
+    current.request_save_and_wait(SaveOptions { immediate: true, max_wait: None }).await.unwrap();
+
+    let code = |err: anyhow::Error| crate::RivetError::extract(&err).qualified_code();
+    stale.set_state(b"999999".to_vec());
+    assert_eq!(code(storage::save_record(&stale).await.unwrap_err()), "actor.stopping");
+    assert_eq!(code(stale.request_save_and_wait(SaveOptions::default()).await.unwrap_err()), "actor.stopping");
+    assert_eq!(stale.request_save(SaveOptions::default()), None);
+    assert_eq!(code(stale.set_alarm(Some(1)).unwrap_err()), "actor.stopping");
+    assert_eq!(code(crate::actor::schedule::schedule_at(&stale, 1, "tick", vec![]).await.unwrap_err()), "actor.stopping");
+    let kv = crate::actor::kv::ActorKv::new(stale.clone());
+    assert_eq!(code(kv.put(b"k", b"v").await.unwrap_err()), "actor.stopping");
+
+    assert_eq!(storage::load_record(&current).await.unwrap().unwrap().state, b"3");
+}
+
+/// A save requested while the generation stops, after its final save
+/// began, is answered (with the refusal) instead of waiting forever.
+#[tokio::test(start_paused = true)]
+async fn a_save_waiter_is_answered_when_the_generation_stops() {
+    let h = Harness::new();
+    let ctx = h.start(1).await;
+    let gate = Gate::new();
+    *h.hooks.request_gate.lock().unwrap() = Some(gate.clone());
+    let handle = h.dispatcher.active_actor("actor").unwrap();
+    let request = tokio::spawn(async move { handle.http(Default::default()).await });
+    gate.entered().await;
+    let (stop, rx) = stop_handle();
+    h.dispatcher.stop_actor("actor", 1, crate::dispatcher::StopReason::SleepIntent, stop).await.unwrap();
+    gate.release();
+    let _ = request.await.unwrap();
+    assert_eq!(rx.await.unwrap(), Ok(()));
+    let waited = tokio::time::timeout(Duration::from_secs(60), ctx.request_save_and_wait(SaveOptions::default())).await;
+    assert!(matches!(waited, Ok(Err(_))), "answered with an error, not left pending");
 }
