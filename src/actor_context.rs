@@ -95,12 +95,16 @@ impl ActorContext {
     #[napi(ts_return_type = "Promise<void>")]
     pub fn save_state<'env>(&self, env: &'env Env, payload: StateDeltaPayload) -> napi::Result<PromiseRaw<'env, ()>> {
         let ctx = self.inner.clone();
-        // A handle of a generation that has stopped changes nothing.
-        ctx.check_writable().map_err(|e| to_js_error(env, e))?;
-        if let Some(state) = payload.state {
+        // A handle of a generation that has stopped changes nothing: its
+        // promise rejects with the refusal.
+        let writable = ctx.check_writable();
+        if let (Ok(()), Some(state)) = (&writable, payload.state) {
             ctx.set_state(state.to_vec());
         }
-        spawn_promise(env, async move { rivetkit_native_core::actor::storage::save_record(&ctx).await })
+        spawn_promise(env, async move {
+            writable?;
+            rivetkit_native_core::actor::storage::save_record(&ctx).await
+        })
     }
 
     /// The actor's key-value store, kept apart from the runtime's own data.
