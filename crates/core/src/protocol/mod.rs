@@ -8,5 +8,7 @@ pub mod bare;
 pub mod cbor_json;
 pub mod encoding;
 pub mod error_body;
+#[cfg(test)]
+pub(crate) mod proptests;
 
 pub use encoding::Encoding;

@@ -7,6 +7,8 @@
 
 mod action;
 mod framework;
+#[cfg(test)]
+mod proptests;
 mod raw;
 mod response;
 mod route;

@@ -6,6 +6,8 @@
 //! close 1011 "Server Error".
 
 mod actor_connect;
+#[cfg(test)]
+mod proptests;
 pub mod raw;
 mod transport;
 
