@@ -57,9 +57,13 @@ struct Inner {
     /// Serializes record writes (throttled saves, `saveState`, final save).
     write_lock: tokio::sync::Mutex<()>,
     conns: super::Connections,
-    /// The task's traffic queue, for work the context starts itself
-    /// (`onDisconnect` after `conn.disconnect()`).
+    /// The task's traffic queue, for connections the context connects itself.
     dispatch: OnceLock<tokio::sync::mpsc::Sender<super::task::DispatchCommand>>,
+    /// Connections that ended and whose `onDisconnect` the task has yet to
+    /// run. Not a bounded queue, and need not be: a connection is removed
+    /// once, so it holds at most one entry per connection of this generation.
+    ended_conns: Mutex<Vec<super::Conn>>,
+    ended_conns_changed: tokio::sync::Notify,
 }
 
 /// Identity of a generation, as the engine gives it on start.
@@ -115,6 +119,8 @@ impl ActorContext {
             write_lock: tokio::sync::Mutex::new(()),
             conns: super::Connections::default(),
             dispatch: OnceLock::new(),
+            ended_conns: Mutex::default(),
+            ended_conns_changed: tokio::sync::Notify::new(),
         }))
     }
 
@@ -341,10 +347,20 @@ impl ActorContext {
     }
 
     /// Ends a connection: removed at once (idempotent), its subscriptions
-    /// cleared, and `onDisconnect` queued in the actor.
+    /// cleared, and `onDisconnect` handed to the actor task, which runs it
+    /// however busy its traffic queue is.
     pub fn disconnect(&self, conn: &super::Conn) {
-        if !self.0.conns.remove(conn) {
+        if !self.end_conn(conn) {
             return;
+        }
+        self.0.ended_conns.lock().unwrap_or_else(|p| p.into_inner()).push(conn.clone());
+        self.0.ended_conns_changed.notify_one();
+    }
+
+    /// Removes `conn` (false if it was not registered) and its record.
+    pub(crate) fn end_conn(&self, conn: &super::Conn) -> bool {
+        if !self.0.conns.remove(conn) {
+            return false;
         }
         conn.clear_subscriptions();
         if conn.is_hibernatable() {
@@ -352,10 +368,16 @@ impl ActorContext {
             self.0.conns.forget_record(conn.id());
             self.request_save(SaveOptions { immediate: true, max_wait: None });
         }
-        let cmd = super::task::DispatchCommand::Disconnect { conn: conn.clone() };
-        if let Some(Err(err)) = self.0.dispatch.get().map(|tx| tx.try_send(cmd)) {
-            tracing::warn!(error = %err, "could not queue onDisconnect");
-        }
+        true
+    }
+
+    /// Connections whose `onDisconnect` is due (the task takes them).
+    pub(crate) fn take_ended_conns(&self) -> Vec<super::Conn> {
+        std::mem::take(&mut *self.0.ended_conns.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    pub(crate) async fn ended_conns_changed(&self) {
+        self.0.ended_conns_changed.notified().await
     }
 
     /// A connection without a socket (e.g. for one HTTP request): the
@@ -476,6 +498,11 @@ impl std::fmt::Debug for ActorContext {
 
 #[cfg(test)]
 impl ActorContext {
+    /// Puts a command straight into the task's traffic queue.
+    pub(crate) fn dispatch_for_test(&self, cmd: super::task::DispatchCommand) -> bool {
+        self.0.dispatch.get().is_some_and(|tx| tx.try_send(cmd).is_ok())
+    }
+
     /// A context for tests, backed by an in-memory link.
     pub fn for_test(actor_id: &str, generation: u32) -> Self {
         Self::for_test_with(actor_id, generation, Arc::new(super::link::MemoryLink::default()))

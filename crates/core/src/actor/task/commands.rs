@@ -26,13 +26,28 @@ pub enum DispatchCommand {
     Http { request: HttpRequest, reply: Reply<HttpResponse> },
     /// `args` and the reply are CBOR (opaque to the core).
     Action { conn: Option<Conn>, name: String, args: Vec<u8>, reply: Reply<Vec<u8>> },
+    /// An action over HTTP, admitted once: a transient connection is
+    /// connected, the action runs on it, and it is disconnected
+    /// (`onDisconnect` awaited) before the reply.
+    HttpAction { params: Vec<u8>, request: HttpRequest, name: String, args: Vec<u8>, reply: Reply<Vec<u8>> },
     /// Runs the connect hooks and registers the connection.
     Connect { conn: Conn, request: Option<HttpRequest>, reply: Reply<()> },
-    /// Removes the connection and runs `onDisconnect`.
-    Disconnect { conn: Conn },
     /// Runs `onBeforeSubscribe`, then subscribes the connection.
     Subscribe { conn: Conn, event_name: String, reply: Reply<()> },
     /// Runs `onWebSocket` for a raw WebSocket opened on `conn` (the request
     /// is boxed to keep the command small).
     OpenWebSocket { conn: Conn, ws: RawWebSocket, request: Box<Option<HttpRequest>>, reply: Reply<()> },
+}
+
+impl DispatchCommand {
+    /// True when whoever sent it no longer waits for the answer.
+    pub(super) fn caller_gone(&self) -> bool {
+        match self {
+            DispatchCommand::Http { reply, .. } => reply.is_closed(),
+            DispatchCommand::Action { reply, .. } | DispatchCommand::HttpAction { reply, .. } => reply.is_closed(),
+            DispatchCommand::Connect { reply, .. }
+            | DispatchCommand::Subscribe { reply, .. }
+            | DispatchCommand::OpenWebSocket { reply, .. } => reply.is_closed(),
+        }
+    }
 }

@@ -27,6 +27,10 @@ impl ActorTask {
     }
 
     pub(super) fn handle_dispatch(&mut self, cmd: DispatchCommand) {
+        if cmd.caller_gone() {
+            // Nobody waits for it any more: the work never starts.
+            return;
+        }
         let cancel = CancellationToken::new();
         match cmd {
             DispatchCommand::Http { request, reply } => {
@@ -39,7 +43,7 @@ impl ActorTask {
                     return;
                 };
                 let timeout = self.factory.config.on_request_timeout;
-                self.spawn_tracked_reply(fut, timeout, cancel, reply);
+                self.spawn_tracked_reply(fut, Some(timeout), cancel, reply);
             }
             DispatchCommand::Action { conn, name, args, reply } => {
                 if let Err(err) = self.admit() {
@@ -53,7 +57,18 @@ impl ActorTask {
                     return;
                 };
                 let timeout = self.factory.config.action_timeout;
-                self.spawn_tracked_reply(fut, timeout, cancel, reply);
+                self.spawn_tracked_reply(fut, Some(timeout), cancel, reply);
+            }
+            DispatchCommand::HttpAction { params, request, name, args, reply } => {
+                if let Err(err) = self.admit() {
+                    let _ = reply.send(Err(err.context(self.ctx.specifier())));
+                    return;
+                }
+                if reply.is_closed() {
+                    return;
+                }
+                let fut = http_action(self.ctx.clone(), self.factory.clone(), params, request, name, args, cancel.clone());
+                self.spawn_tracked_reply(fut, None, cancel, reply);
             }
             DispatchCommand::Connect { conn, request, reply } => {
                 if let Err(err) = self.admit() {
@@ -65,16 +80,7 @@ impl ActorTask {
                 let bound = self.factory.config.on_before_connect_timeout
                     + self.factory.config.create_conn_state_timeout
                     + self.factory.config.on_connect_timeout;
-                self.spawn_tracked_reply(fut, bound, cancel, reply);
-            }
-            DispatchCommand::Disconnect { conn } => {
-                let Some(fut) = self.factory.hooks.on_disconnect(&self.ctx, &conn) else { return };
-                let timeout = self.factory.config.on_connect_timeout;
-                self.inflight.spawn(async move {
-                    if let Err(err) = super::with_timeout("onDisconnect", timeout, fut).await {
-                        tracing::warn!(conn = conn.id(), error = %format!("{err:#}"), "onDisconnect failed");
-                    }
-                });
+                self.spawn_tracked_reply(fut, Some(bound), cancel, reply);
             }
             DispatchCommand::Subscribe { conn, event_name, reply } => {
                 if let Err(err) = self.admit() {
@@ -90,7 +96,7 @@ impl ActorTask {
                     conn.subscribe(&event_name);
                     Ok(())
                 });
-                self.spawn_tracked_reply(fut, timeout + std::time::Duration::from_millis(100), cancel, reply);
+                self.spawn_tracked_reply(fut, Some(timeout + std::time::Duration::from_millis(100)), cancel, reply);
             }
             DispatchCommand::OpenWebSocket { conn, ws, request, reply } => {
                 if let Err(err) = self.admit() {
@@ -112,22 +118,48 @@ impl ActorTask {
         }
     }
 
-    /// Runs `fut` as tracked in-flight work bounded by `timeout`
-    /// (`actor.action_timed_out`), cancelling `cancel` when done.
+    /// Runs `onDisconnect` for the connections that ended, as tracked work.
+    pub(super) fn run_disconnects(&mut self) {
+        for conn in self.ctx.take_ended_conns() {
+            let Some(fut) = self.factory.hooks.on_disconnect(&self.ctx, &conn) else { continue };
+            let timeout = self.factory.config.on_connect_timeout;
+            self.inflight.spawn(async move {
+                if let Err(err) = super::with_timeout("onDisconnect", timeout, fut).await {
+                    tracing::warn!(conn = conn.id(), error = %format!("{err:#}"), "onDisconnect failed");
+                }
+            });
+        }
+    }
+
+    /// Runs `fut` as tracked in-flight work, bounded by `timeout` if given
+    /// (`actor.action_timed_out`). `cancel` (the JS cancel token) fires as
+    /// soon as the caller stops waiting, while the work goes on to its end
+    /// or its bound, and in any case once it is done.
     fn spawn_tracked_reply<T: Send + 'static>(
         &mut self,
         fut: BoxFuture<'static, anyhow::Result<T>>,
-        timeout: std::time::Duration,
+        timeout: Option<std::time::Duration>,
         cancel: CancellationToken,
-        reply: oneshot::Sender<anyhow::Result<T>>,
+        mut reply: oneshot::Sender<anyhow::Result<T>>,
     ) {
         let specifier = self.ctx.specifier();
         self.inflight.spawn(async move {
-            // Cancelled when we stop waiting, whatever the reason.
-            let _cancel_on_exit = cancel.drop_guard();
-            let result = match tokio::time::timeout(timeout, fut).await {
-                Ok(result) => result,
-                Err(_) => Err(catalog::action_timed_out().into_anyhow()),
+            let _cancel_on_exit = cancel.clone().drop_guard();
+            let work = async move {
+                match timeout {
+                    Some(timeout) => tokio::time::timeout(timeout, fut)
+                        .await
+                        .unwrap_or_else(|_| Err(catalog::action_timed_out().into_anyhow())),
+                    None => fut.await,
+                }
+            };
+            tokio::pin!(work);
+            let result = tokio::select! {
+                result = &mut work => result,
+                _ = reply.closed() => {
+                    cancel.cancel();
+                    work.await
+                }
             };
             let _ = reply.send(result.map_err(|err| err.context(specifier)));
         });
@@ -163,5 +195,40 @@ fn connect_hooks(
             }
         }
         Ok(())
+    })
+}
+
+/// An HTTP action: connect a transient connection (each connect hook
+/// bounded by its timeout), run the action on it (bounded by the action
+/// timeout), then disconnect it, `onDisconnect` included, whatever the
+/// action's outcome.
+fn http_action(
+    ctx: crate::actor::ActorContext,
+    factory: crate::actor::ActorFactory,
+    params: Vec<u8>,
+    request: crate::actor::HttpRequest,
+    name: String,
+    args: Vec<u8>,
+    cancel: CancellationToken,
+) -> BoxFuture<'static, anyhow::Result<Vec<u8>>> {
+    Box::pin(async move {
+        let conn = crate::actor::Conn::new(crate::actor::conn::new_id(), params, None, None);
+        connect_hooks(ctx.clone(), factory.clone(), conn.clone(), Some(request)).await?;
+        let result = match factory.hooks.action(&ctx, Some(&conn), &name, args, cancel) {
+            Some(fut) => tokio::time::timeout(factory.config.action_timeout, fut)
+                .await
+                .unwrap_or_else(|_| Err(catalog::action_timed_out().into_anyhow())),
+            None => Err(RivetError::new("actor", "action_not_found", format!("Action `{name}` was not found."))
+                .with_metadata(serde_json::json!({ "name": name }))
+                .into_anyhow()),
+        };
+        if ctx.end_conn(&conn) {
+            if let Some(fut) = factory.hooks.on_disconnect(&ctx, &conn) {
+                if let Err(err) = super::with_timeout("onDisconnect", factory.config.on_connect_timeout, fut).await {
+                    tracing::warn!(conn = conn.id(), error = %format!("{err:#}"), "onDisconnect failed");
+                }
+            }
+        }
+        result
     })
 }

@@ -107,6 +107,14 @@ impl ActorTaskHandle {
         rx.await.map_err(|_| catalog::actor_stopping(None).into_anyhow())?
     }
 
+    /// `POST /action/{name}` in one trip: connect a transient connection
+    /// with `params`, run the action on it, disconnect it.
+    pub async fn http_action(&self, params: Vec<u8>, request: HttpRequest, name: String, args: Vec<u8>) -> anyhow::Result<Vec<u8>> {
+        let (tx, rx) = oneshot::channel();
+        self.dispatch(DispatchCommand::HttpAction { params, request, name, args, reply: tx }, "run an action")?;
+        rx.await.map_err(|_| catalog::actor_stopping(None).into_anyhow())?
+    }
+
     /// Connects `conn`: `onBeforeConnect`, `createConnState`, `onConnect`.
     /// On success the connection is registered with the actor.
     pub async fn connect(&self, conn: Conn, request: Option<HttpRequest>) -> anyhow::Result<()> {

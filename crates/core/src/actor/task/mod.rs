@@ -155,6 +155,7 @@ impl ActorTask {
                     self.sleep_deadline = None;
                     self.handle_dispatch(cmd);
                 }
+                _ = self.ctx.ended_conns_changed(), if accepting => self.run_disconnects(),
                 Some(_) = self.inflight.join_next(), if !self.inflight.is_empty() => {}
                 _ = activity.changed() => self.sleep_deadline = None,
                 _ = conns.changed() => self.sleep_deadline = None,
@@ -193,6 +194,10 @@ impl ActorTask {
                     self.finish_shutdown().await;
                     return;
                 }
+            }
+            if self.grace.is_some() {
+                // Connections that ended during grace still get their hook.
+                self.run_disconnects();
             }
             if self.grace.as_ref().is_some_and(|g| g.hook.is_none())
                 && self.inflight.is_empty()

@@ -77,6 +77,8 @@ pub struct TestHooks {
     pub request_gate: Arc<Mutex<Option<Gate>>>,
     /// When set, the actor has a `run` handler that waits for its abort signal.
     pub has_run: Arc<Mutex<bool>>,
+    /// Holds the action named `hang` until released.
+    pub action_gate: Arc<Mutex<Option<Gate>>>,
 }
 
 impl TestHooks {
@@ -126,9 +128,31 @@ impl ActorHooks for TestHooks {
             .boxed(),
         )
     }
-    fn action(&self, ctx: &ActorContext, _conn: Option<&crate::actor::Conn>, name: &str, _args: Vec<u8>, _cancel: CancellationToken) -> Option<BoxFuture<'static, anyhow::Result<Vec<u8>>>> {
+    fn action(&self, ctx: &ActorContext, _conn: Option<&crate::actor::Conn>, name: &str, _args: Vec<u8>, cancel: CancellationToken) -> Option<BoxFuture<'static, anyhow::Result<Vec<u8>>>> {
         self.record(format!("action {name}:{}", ctx.generation()));
-        Some(async { Ok(vec![0xf6]) }.boxed())
+        let gate = if name == "hang" { self.action_gate.lock().unwrap().clone() } else { None };
+        let (calls, name) = (self.calls.clone(), name.to_string());
+        Some(
+            async move {
+                if let Some(gate) = gate {
+                    let seen = calls.clone();
+                    let watched = name.clone();
+                    // Records when the JS cancel token fires, while the action still runs.
+                    tokio::spawn(async move {
+                        cancel.cancelled().await;
+                        seen.lock().unwrap().push(format!("cancelled {watched}"));
+                    });
+                    gate.pass().await;
+                    calls.lock().unwrap().push(format!("finished {name}"));
+                }
+                Ok(vec![0xf6])
+            }
+            .boxed(),
+        )
+    }
+    fn on_disconnect(&self, _ctx: &ActorContext, conn: &crate::actor::Conn) -> Option<BoxFuture<'static, anyhow::Result<()>>> {
+        self.record(format!("onDisconnect:{}", conn.id()));
+        Some(async { Ok(()) }.boxed())
     }
     fn scheduled_action(
         &self,

@@ -8,7 +8,7 @@ use super::response;
 use super::route::path_without_query;
 use crate::actor::ActorTaskHandle;
 use crate::error::RivetError;
-use crate::actor::{Conn, HttpRequest};
+use crate::actor::HttpRequest;
 use crate::protocol::action::{conn_params, decode_args, encode_output, CONN_PARAMS_HEADER};
 use crate::protocol::encoding::header;
 use crate::protocol::Encoding;
@@ -40,21 +40,15 @@ pub(super) async fn handle(
         Ok(params) => params,
         Err(err) => return fail(err.context("decode HTTP action connection params"), Some(BAD_REQUEST)),
     };
-    // A transient connection for this one request: the connect hooks run,
-    // the action sees it as its `conn`, and it is disconnected afterwards.
-    let conn = Conn::new(crate::actor::conn::new_id(), params, None, None);
+    // One trip into the actor: a transient connection for this request is
+    // connected, the action runs on it, and it is disconnected.
     let hook_request = HttpRequest {
         method: request.method.clone(),
         uri: request.path.clone(),
         headers: request.headers.clone(),
         body: Vec::new(),
     };
-    if let Err(err) = handle.connect(conn.clone(), Some(hook_request)).await {
-        return fail(err, None);
-    }
-    let result = handle.action_on(Some(conn.clone()), name, args).await;
-    handle.disconnect(conn);
-    let output = match result {
+    let output = match handle.http_action(params, hook_request, name, args).await {
         Ok(output) => output,
         Err(err) => return fail(err, None),
     };

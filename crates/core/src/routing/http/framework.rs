@@ -7,7 +7,7 @@ use rivet_envoy_client::config::{HttpRequest as EnvoyRequest, HttpResponse as En
 use super::action::{self, method_not_allowed};
 use super::response;
 use super::route::Route;
-use crate::dispatcher::Dispatcher;
+use crate::actor::ActorTaskHandle;
 use crate::error::{catalog, RivetError};
 use crate::protocol::Encoding;
 
@@ -19,22 +19,17 @@ const ROOT_TEXT: &str = "This is an RivetKit actor.\n\nLearn more at https://riv
 const REFERENCE_CORE_VERSION: &str = "2.3.24-rc.1";
 
 pub(super) async fn handle(
-    dispatcher: &Dispatcher,
-    actor_id: &str,
+    handle: &ActorTaskHandle,
     request: EnvoyRequest,
     route: Route,
     body: Vec<u8>,
 ) -> anyhow::Result<EnvoyResponse> {
     let encoding = Encoding::from_headers(&request.headers);
-    let handle = match dispatcher.active_actor(actor_id) {
-        Ok(handle) => handle,
-        Err(err) => return response::framework_error(encoding, &err, None, None),
-    };
     let actor = handle.context().specifier();
     let error = |err: RivetError| response::framework_error(encoding, &err.into_anyhow(), None, Some(&actor));
     let get = request.method == "GET";
     let mut response = match route {
-        Route::Action(name) => action::handle(&handle, &request, name, body, encoding).await?,
+        Route::Action(name) => action::handle(handle, &request, name, body, encoding).await?,
         Route::Queue(_) => error(catalog::unsupported("queues"))?,
         Route::Root if get => response::text(200, ROOT_TEXT),
         Route::Health if get => response::text(200, "ok"),

@@ -18,6 +18,7 @@ mod tests;
 use rivet_envoy_client::config::{HttpRequest as EnvoyRequest, HttpResponse as EnvoyResponse};
 
 use crate::dispatcher::Dispatcher;
+use crate::protocol::Encoding;
 use route::Route;
 
 /// The engine forwards at most 20 MiB; a streamed body past that is refused.
@@ -26,12 +27,21 @@ pub const MAX_BUFFERED_BODY: usize = 20 * 1024 * 1024;
 /// Answers one gateway request for `actor_id`. An `Err` (an undecodable
 /// action or queue name, a failed body stream) becomes the envoy's 500
 /// `envoy.fetch_failed`.
+///
+/// Admission is decided from the path and headers alone: a request the
+/// actor refuses is answered before its body is read.
 pub async fn handle_fetch(dispatcher: &Dispatcher, actor_id: &str, mut request: EnvoyRequest) -> anyhow::Result<EnvoyResponse> {
-    let body = collect_body(&mut request).await?;
     let route = Route::classify(&request.path)?;
+    let admitted = dispatcher.active_actor(actor_id);
+    let handle = match (admitted, &route) {
+        (Ok(handle), _) => handle,
+        (Err(err), Route::Raw(_)) => return Ok(response::raw_admission_error(&err)),
+        (Err(err), _) => return response::framework_error(Encoding::from_headers(&request.headers), &err, None, None),
+    };
+    let body = collect_body(&mut request).await?;
     match route {
-        Route::Raw(uri) => raw::handle(dispatcher, actor_id, request, uri, body).await,
-        route => framework::handle(dispatcher, actor_id, request, route, body).await,
+        Route::Raw(uri) => raw::handle(&handle, request, uri, body).await,
+        route => framework::handle(&handle, request, route, body).await,
     }
 }
 

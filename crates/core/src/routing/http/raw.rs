@@ -4,20 +4,15 @@ use rivet_envoy_client::config::{HttpRequest as EnvoyRequest, HttpResponse as En
 
 use super::response;
 use crate::actor::HttpRequest;
-use crate::dispatcher::Dispatcher;
+use crate::actor::ActorTaskHandle;
 use crate::protocol::Encoding;
 
 pub(super) async fn handle(
-    dispatcher: &Dispatcher,
-    actor_id: &str,
+    handle: &ActorTaskHandle,
     request: EnvoyRequest,
     uri: String,
     body: Vec<u8>,
 ) -> anyhow::Result<EnvoyResponse> {
-    let handle = match dispatcher.active_actor(actor_id) {
-        Ok(handle) => handle,
-        Err(err) => return Ok(response::raw_admission_error(&err)),
-    };
     let actor = handle.context().specifier();
     let encoding = Encoding::from_headers(&request.headers);
     let method = request.method.clone();
