@@ -7,3 +7,4 @@ mod doubles;
 mod races;
 mod admission;
 mod lifecycle;
+mod failed_start;
