@@ -31,7 +31,7 @@ function assertInvalid(err, argument) {
 	assert.equal(body.code, "invalid_argument");
 	if (argument !== undefined) {
 		assert.equal(err.metadata?.argument, argument, err.message);
-		assert.ok(body.message.includes(`\`${argument}\``), body.message);
+		assert.ok(body.message.startsWith(`Invalid native argument '${argument}': `), body.message);
 	}
 	return true;
 }

@@ -252,10 +252,11 @@ pub mod validate {
         }
     }
 
-    /// `napi.invalid_argument` for `argument`, with `{argument, reason}` metadata.
+    /// `napi.invalid_argument` for `argument`, with `{argument, reason}`
+    /// metadata (the shape the reference's later releases use).
     pub fn invalid(argument: &str, reason: impl Into<String>) -> RivetError {
         let reason = reason.into();
-        catalog::invalid_argument(format!("Invalid argument `{argument}`: {reason}."))
+        catalog::invalid_argument(format!("Invalid native argument '{argument}': {reason}"))
             .with_metadata(json!({ "argument": argument, "reason": reason }))
     }
 
