@@ -10,6 +10,8 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 
+import WebSocket from "ws";
+
 import { createActor, gatewayFetch, getActor, startEngine, waitFor } from "./helpers/engine.mjs";
 import { json, native, serveActors } from "./helpers/actors.mjs";
 import { actionFetch, bridgedError } from "./helpers/client.mjs";
@@ -107,6 +109,23 @@ describe("a start hook that throws", () => {
 		);
 		assert.ok(actor.error.crashed, JSON.stringify(actor.error));
 		t.diagnostic(`engine actor record: error=${JSON.stringify(actor.error)} sleep_ts=${actor.sleep_ts}`);
+	});
+
+	test("WebSockets (actor-connect and raw) open and close with 1011 <group>.<code> of the start error", async (t) => {
+		const id = await create("userFail", "websocket");
+		const before = startsOf(id);
+		for (const [path, protocols] of [
+			["/connect", ["rivet", "rivet_encoding.json"]],
+			["/websocket/anything", ["rivet"]],
+		]) {
+			const ws = new WebSocket(`ws://127.0.0.1:${engine.guardPort}/gateway/${encodeURIComponent(id)}${path}`, protocols);
+			ws.on("error", () => {});
+			const closed = await new Promise((resolve) => ws.once("close", (code, reason) => resolve({ code, reason: reason.toString() })));
+			assert.deepEqual(closed, { code: 1011, reason: "user.not_today" }, path);
+		}
+		const used = startsOf(id) - before;
+		t.diagnostic(`failed starts for two sockets: ${used}`);
+		assert.ok(used < GATEWAY_ATTEMPTS, `two sockets cost ${used} failed starts`);
 	});
 
 	test("repeated requests to a failing actor cost about one start each, then it recovers once fixed", async (t) => {

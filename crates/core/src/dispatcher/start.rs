@@ -11,7 +11,8 @@
 //! the start hooks fail, the generation is *accepted* instead: the engine
 //! sees it running, and every request or socket routed to it gets the
 //! structured start error (`failed` in the dispatcher's state; see
-//! [`failed_start_error`]). After [`FAILED_START_LINGER`], long enough for
+//! [`failed_start_error`]): HTTP requests as an error body, WebSockets as
+//! a close 1011 `<group>.<code>` once open (`envoy::callbacks`). After [`FAILED_START_LINGER`], long enough for
 //! the traffic that woke it to arrive, the crash is reported
 //! (`report_crash`: a sleep intent with the error), so the engine records
 //! it on the actor (`error: {crashed: {message}}`) and puts the actor to
@@ -166,6 +167,12 @@ impl Dispatcher {
                 Err(err)
             }
         }
+    }
+
+    /// The start error that traffic for `actor_id` gets while its newest
+    /// generation is a failed start (module docs), else `None`.
+    pub fn failed_start_error(&self, actor_id: &str) -> Option<RivetError> {
+        failed_start_error(&self.lock(), actor_id)
     }
 
     /// Turns the failed start of `key` into an accepted generation that

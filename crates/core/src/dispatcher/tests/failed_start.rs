@@ -34,6 +34,7 @@ async fn failed_start_is_accepted_and_its_traffic_gets_the_structured_error() {
     assert_eq!(e.metadata, Some(serde_json::json!({ "why": 1 })));
     assert_eq!(e.actor.as_ref().map(|a| a.generation), Some(1));
     assert_eq!(crash_reports(&h), 0, "not before the linger");
+    assert_eq!(h.dispatcher.failed_start_error("actor").map(|e| e.qualified_code()).as_deref(), Some("user.boom"));
 
     advance(FAILED_START_LINGER + std::time::Duration::from_millis(1)).await;
     assert_eq!(crash_reports(&h), 1, "the crash is reported once the linger is over");
@@ -86,6 +87,7 @@ async fn a_newer_generation_supersedes_the_failed_one() {
     *h.hooks.fail_wake.lock().unwrap() = false;
     h.start(2).await;
     assert!(refusal(&h).is_none(), "generation 2 serves");
+    assert!(h.dispatcher.failed_start_error("actor").is_none());
     advance(FAILED_START_LINGER * 2).await;
     assert_eq!(crash_reports(&h), 0, "the superseded failure is not reported");
     // A late stop for the failed generation completes without touching 2.
