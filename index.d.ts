@@ -20,6 +20,8 @@ export declare class ActorContext {
   /**
    * Replaces the state and persists it; resolves once the engine
    * acknowledged the write.
+   * `payload` must be a `StateDeltaPayload` object (`state`, if given, a
+   * `Buffer`); anything else rejects with `napi.invalid_argument`.
    */
   saveState(payload: StateDeltaPayload): Promise<void>
   /** The actor's key-value store, kept apart from the runtime's own data. */
@@ -37,7 +39,9 @@ export declare class ActorContext {
   requestSaveAndWait(opts?: JsRequestSaveOpts | undefined | null): Promise<void>
   /**
    * Sets the alarm (ms since the epoch), or clears it with no argument.
-   * A sleeping actor is woken for it; `onAlarm` runs when it fires.
+   * A sleeping actor is woken for it; `onAlarm` runs when it fires. A
+   * timestamp that is not a finite number within the range of a
+   * JavaScript `Date` throws `napi.invalid_argument`.
    */
   setAlarm(timestampMs?: number | undefined | null): void
   /** Opens a keep-awake region; the actor does not sleep until it ends. */
@@ -192,6 +196,7 @@ export declare class ConnHandle {
   params(): Buffer
   /** The connection's state (CBOR for the TypeScript runtime). */
   state(): Buffer
+  /** Replaces the connection's state; `state` must be a `Buffer`. */
   setState(state: Buffer): void
   /** Whether the connection survives the actor's sleep. */
   isHibernatable(): boolean
@@ -361,9 +366,18 @@ export declare class QueueMessage {
  * given CBOR args once it is due, waking the actor if it sleeps.
  */
 export declare class Schedule {
-  /** Runs `actionName` in `durationMs`; resolves to the event's id once it is persisted. */
+  /**
+   * Runs `actionName` in `durationMs`; resolves to the event's id once it
+   * is persisted. A duration that is not a finite, non-negative number
+   * (or puts the time past the range of a JavaScript `Date`), or `args`
+   * that is not a `Buffer`, rejects with `napi.invalid_argument`.
+   */
   after(durationMs: number, actionName: string, args: Buffer): Promise<string>
-  /** Runs `actionName` at `timestampMs` (ms since the epoch; a past time runs now). */
+  /**
+   * Runs `actionName` at `timestampMs` (ms since the epoch; a past time
+   * runs now). A timestamp that is not a finite number within the range
+   * of a JavaScript `Date` rejects with `napi.invalid_argument`.
+   */
   at(timestampMs: number, actionName: string, args: Buffer): Promise<string>
   /** Cancels a pending event; resolves to whether there was one. */
   cancel(id: string): Promise<boolean>
@@ -390,6 +404,9 @@ export declare class WebSocket {
   /**
    * Closes the socket (code 1000 by default); the close event follows and
    * the connection ends (`onDisconnect`). Closing twice does nothing.
+   * `code` must be one a server may send (1000-1003, 1007-1014,
+   * 3000-4999) and `reason` at most 123 bytes, else the promise rejects
+   * with `napi.invalid_argument` and the socket stays open.
    */
   close(code?: number | undefined | null, reason?: string | undefined | null): Promise<void>
   /**
@@ -519,6 +536,10 @@ export interface JsActionDefinition {
  * Per-actor configuration. Every field is optional; omitted timeouts take
  * the reference defaults. Fields rivetkit-native does not use yet are
  * accepted and ignored so that RivetKit's own config passes through.
+ * Every `...Ms` field is a duration (a finite number, not negative, at
+ * most 8.64e15) and every size or count a whole number in `0..=2^53-1`;
+ * the constructor throws `napi.invalid_argument` naming the field
+ * otherwise.
  */
 export interface JsActorConfig {
   name?: string
@@ -664,6 +685,7 @@ export interface JsKvEntry {
 /** Options for KV list operations. */
 export interface JsKvListOptions {
   reverse?: boolean
+  /** The most entries to return: a whole number in `0..=2^32-1`. */
   limit?: number
 }
 

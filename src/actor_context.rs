@@ -13,7 +13,8 @@ use napi::{Env, JsValue};
 use napi_derive::napi;
 use rivetkit_native_core::actor::ActorContext as CoreContext;
 
-use crate::error::{spawn_promise, to_js_error};
+use crate::error::{reject, spawn_promise, throw, to_js_error};
+use crate::types::args::{self, ArgResult};
 use crate::types::StateDeltaPayload;
 use crate::types::JsActorKeySegment;
 
@@ -40,12 +41,15 @@ impl ActorContext {
     }
 }
 
-fn save_options(opts: Option<JsRequestSaveOpts>) -> SaveOptions {
-    let opts = opts.unwrap_or_default();
-    SaveOptions {
+/// `requestSave`'s options: an object (or nothing) whose `maxWaitMs` is a
+/// duration (finite, not negative).
+fn save_options(opts: Option<Unknown<'_>>) -> ArgResult<SaveOptions> {
+    let opts: JsRequestSaveOpts = args::opt_object("opts", opts)?.unwrap_or_default();
+    let max_wait = args::field_duration_ms("opts.maxWaitMs", opts.max_wait_ms)?;
+    Ok(SaveOptions {
         immediate: opts.immediate.unwrap_or(false),
-        max_wait: opts.max_wait_ms.map(|ms| std::time::Duration::from_millis(ms.max(0.0) as u64)),
-    }
+        max_wait: max_wait.map(std::time::Duration::from_millis),
+    })
 }
 
 /// Options of `requestSave` / `requestSaveAndWait`.
@@ -92,8 +96,14 @@ impl ActorContext {
 
     /// Replaces the state and persists it; resolves once the engine
     /// acknowledged the write.
-    #[napi(ts_return_type = "Promise<void>")]
-    pub fn save_state<'env>(&self, env: &'env Env, payload: StateDeltaPayload) -> napi::Result<PromiseRaw<'env, ()>> {
+    /// `payload` must be a `StateDeltaPayload` object (`state`, if given, a
+    /// `Buffer`); anything else rejects with `napi.invalid_argument`.
+    #[napi(ts_args_type = "payload: StateDeltaPayload", ts_return_type = "Promise<void>")]
+    pub fn save_state<'env>(&self, env: &'env Env, payload: Unknown<'env>) -> napi::Result<PromiseRaw<'env, ()>> {
+        let payload: StateDeltaPayload = match args::object("payload", payload) {
+            Ok(payload) => payload,
+            Err(err) => return reject(env, err),
+        };
         let ctx = self.inner.clone();
         // A handle of a generation that has stopped changes nothing: its
         // promise rejects with the refusal.
@@ -115,26 +125,34 @@ impl ActorContext {
 
     /// Asks for the state to be saved soon (throttled to the actor's save
     /// interval unless `immediate`, or within `maxWaitMs`).
-    #[napi]
-    pub fn request_save(&self, opts: Option<JsRequestSaveOpts>) {
-        self.inner.request_save(save_options(opts));
+    #[napi(ts_args_type = "opts?: JsRequestSaveOpts | undefined | null")]
+    pub fn request_save(&self, env: &Env, opts: Option<Unknown<'_>>) -> napi::Result<()> {
+        let options = save_options(opts).map_err(|e| throw(env, e))?;
+        self.inner.request_save(options);
+        Ok(())
     }
 
     /// Like `requestSave`, and resolves once a save covering this request
     /// has been acknowledged by the engine: what the state held before the
     /// call is then durable.
-    #[napi(ts_return_type = "Promise<void>")]
-    pub fn request_save_and_wait<'env>(&self, env: &'env Env, opts: Option<JsRequestSaveOpts>) -> napi::Result<PromiseRaw<'env, ()>> {
+    #[napi(ts_args_type = "opts?: JsRequestSaveOpts | undefined | null", ts_return_type = "Promise<void>")]
+    pub fn request_save_and_wait<'env>(&self, env: &'env Env, opts: Option<Unknown<'env>>) -> napi::Result<PromiseRaw<'env, ()>> {
         let ctx = self.inner.clone();
-        let options = save_options(opts);
+        let options = match save_options(opts) {
+            Ok(options) => options,
+            Err(err) => return reject(env, err),
+        };
         spawn_promise(env, async move { ctx.request_save_and_wait(options).await })
     }
 
     /// Sets the alarm (ms since the epoch), or clears it with no argument.
-    /// A sleeping actor is woken for it; `onAlarm` runs when it fires.
-    #[napi]
-    pub fn set_alarm(&self, env: Env, timestamp_ms: Option<f64>) -> napi::Result<()> {
-        self.inner.set_alarm(timestamp_ms.map(|ms| ms as i64)).map_err(|e| to_js_error(&env, e))
+    /// A sleeping actor is woken for it; `onAlarm` runs when it fires. A
+    /// timestamp that is not a finite number within the range of a
+    /// JavaScript `Date` throws `napi.invalid_argument`.
+    #[napi(ts_args_type = "timestampMs?: number | undefined | null")]
+    pub fn set_alarm(&self, env: &Env, timestamp_ms: Option<Unknown<'_>>) -> napi::Result<()> {
+        let timestamp = args::opt_timestamp_ms("timestampMs", timestamp_ms).map_err(|e| throw(env, e))?;
+        self.inner.set_alarm(timestamp).map_err(|e| to_js_error(env, e))
     }
 
     /// Opens a keep-awake region; the actor does not sleep until it ends.
@@ -143,9 +161,11 @@ impl ActorContext {
         self.inner.activity().begin()
     }
 
-    #[napi]
-    pub fn end_keep_awake(&self, region_id: u32) {
-        self.inner.activity().end(region_id);
+    #[napi(ts_args_type = "regionId: number")]
+    pub fn end_keep_awake(&self, env: &Env, region_id: Unknown<'_>) -> napi::Result<()> {
+        let region = region_id_arg(region_id).map_err(|e| throw(env, e))?;
+        self.inner.activity().end(region);
+        Ok(())
     }
 
     /// Keeps the actor awake until `promise` settles.
@@ -185,23 +205,32 @@ impl ActorContext {
     }
 
     /// Sends an event to every connection subscribed to `name`.
-    #[napi]
-    pub fn broadcast(&self, name: String, args: Buffer) {
+    #[napi(ts_args_type = "name: string, args: Buffer")]
+    pub fn broadcast(&self, env: &Env, name: Unknown<'_>, args: Unknown<'_>) -> napi::Result<()> {
+        let read = || -> ArgResult<(String, Vec<u8>)> { Ok((args::string("name", name)?, args::bytes("args", args)?)) };
+        let (name, args) = read().map_err(|e| throw(env, e))?;
         self.inner.broadcast(&name, &args);
+        Ok(())
     }
 
     /// A connection without a socket (RivetKit uses one per raw HTTP
     /// request): the connect hooks run and it is registered until
     /// `conn.disconnect()`.
-    #[napi(ts_return_type = "Promise<ConnHandle>")]
+    #[napi(ts_args_type = "params: Buffer, request?: JsHttpRequest | undefined | null", ts_return_type = "Promise<ConnHandle>")]
     pub fn connect_conn<'env>(
         &self,
         env: &'env Env,
-        params: Buffer,
-        request: Option<crate::types::JsHttpRequest>,
+        params: Unknown<'env>,
+        request: Option<Unknown<'env>>,
     ) -> napi::Result<PromiseRaw<'env, crate::conn::ConnHandle>> {
         let ctx = self.inner.clone();
-        let params = params.to_vec();
+        let read = || -> ArgResult<(Vec<u8>, Option<crate::types::JsHttpRequest>)> {
+            Ok((args::bytes("params", params)?, args::opt_object("request", request)?))
+        };
+        let (params, request) = match read() {
+            Ok(read) => read,
+            Err(err) => return reject(env, err),
+        };
         let request = request.map(|r| rivetkit_native_core::actor::HttpRequest {
             method: r.method,
             uri: r.uri,
@@ -441,8 +470,12 @@ impl ActorContext {
     /// Clearing (no argument) resolves; setting a run wake time is not
     /// supported yet and rejects with `rivetkit-native.unsupported`.
     #[napi(ts_args_type = "timestampMs?: number | undefined | null", ts_return_type = "Promise<void>")]
-    pub fn set_run_wake_at<'env>(&self, env: &'env Env, timestamp_ms: Option<f64>) -> napi::Result<PromiseRaw<'env, ()>> {
-        if timestamp_ms.is_some() {
+    pub fn set_run_wake_at<'env>(&self, env: &'env Env, timestamp_ms: Option<Unknown<'env>>) -> napi::Result<PromiseRaw<'env, ()>> {
+        let timestamp = match args::opt_timestamp_ms("timestampMs", timestamp_ms) {
+            Ok(timestamp) => timestamp,
+            Err(err) => return reject(env, err),
+        };
+        if timestamp.is_some() {
             return crate::unsupported::reject(env, "ActorContext.setRunWakeAt");
         }
         spawn_promise(env, async { Ok(()) })
@@ -454,9 +487,11 @@ impl ActorContext {
         self.inner.activity().begin()
     }
 
-    #[napi]
-    pub fn end_websocket_callback(&self, region_id: u32) {
-        self.inner.activity().end(region_id);
+    #[napi(ts_args_type = "regionId: number")]
+    pub fn end_websocket_callback(&self, env: &Env, region_id: Unknown<'_>) -> napi::Result<()> {
+        let region = region_id_arg(region_id).map_err(|e| throw(env, e))?;
+        self.inner.activity().end(region);
+        Ok(())
     }
 
     /// Calls `predicate(conn)` for every live connection (synchronously,
@@ -510,6 +545,13 @@ impl ActorContext {
             None => Ok(()),
         }
     }
+}
+
+/// A keep-awake region id as returned by `beginKeepAwake` (a `u32`).
+fn region_id_arg(value: Unknown<'_>) -> ArgResult<u32> {
+    let id = args::number("regionId", value)?;
+    // Bounded by u32::MAX, so the cast is exact.
+    Ok(rivetkit_native_core::error::validate::size("regionId", id, u64::from(u32::MAX))? as u32)
 }
 
 thread_local! {

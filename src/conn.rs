@@ -1,11 +1,12 @@
 //! `ConnHandle`: JavaScript's handle on one connection.
 
-use napi::bindgen_prelude::{Buffer, PromiseRaw};
+use napi::bindgen_prelude::{Buffer, PromiseRaw, Unknown};
 use napi::Env;
 use napi_derive::napi;
 use rivetkit_native_core::actor::{ActorContext as CoreContext, Conn};
 
-use crate::error::{spawn_promise, to_js_error};
+use crate::error::{spawn_promise, throw, to_js_error};
+use crate::types::args::{self, ArgResult};
 
 #[napi]
 pub struct ConnHandle {
@@ -38,9 +39,12 @@ impl ConnHandle {
         Buffer::from(self.conn.state())
     }
 
-    #[napi]
-    pub fn set_state(&self, state: Buffer) {
-        self.conn.set_state(state.to_vec());
+    /// Replaces the connection's state; `state` must be a `Buffer`.
+    #[napi(ts_args_type = "state: Buffer")]
+    pub fn set_state(&self, env: &Env, state: Unknown<'_>) -> napi::Result<()> {
+        let state = args::bytes("state", state).map_err(|e| throw(env, e))?;
+        self.conn.set_state(state);
+        Ok(())
     }
 
     /// Whether the connection survives the actor's sleep.
@@ -50,8 +54,10 @@ impl ConnHandle {
     }
 
     /// Sends an event to this connection (whatever it subscribed to).
-    #[napi]
-    pub fn send(&self, env: &Env, name: String, args: Buffer) -> napi::Result<()> {
+    #[napi(ts_args_type = "name: string, args: Buffer")]
+    pub fn send(&self, env: &Env, name: Unknown<'_>, args: Unknown<'_>) -> napi::Result<()> {
+        let read = || -> ArgResult<(String, Vec<u8>)> { Ok((args::string("name", name)?, args::bytes("args", args)?)) };
+        let (name, args) = read().map_err(|e| throw(env, e))?;
         self.conn.send(&name, &args).map_err(|e| to_js_error(env, e))
     }
 

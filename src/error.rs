@@ -186,6 +186,20 @@ where
     })
 }
 
+/// A promise already rejected with `err` (argument errors of methods that
+/// return a promise reject rather than throw).
+pub fn reject<'env, T>(env: &'env Env, err: RivetError) -> napi::Result<PromiseRaw<'env, T>>
+where
+    T: ToNapiValue + Send + 'static,
+{
+    spawn_promise(env, async move { Err(err.into_anyhow()) })
+}
+
+/// The thrown form of an argument error (synchronous methods).
+pub fn throw(env: &Env, err: RivetError) -> napi::Error {
+    to_js_error(env, err.into_anyhow())
+}
+
 fn log_if_internal(bridged: &BridgedError, err: &anyhow::Error) {
     if bridged.error.group == "core" && bridged.error.code == "internal_error" {
         tracing::warn!(error = %format!("{err:#}"), "internal error returned to JavaScript");

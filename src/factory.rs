@@ -4,18 +4,24 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use napi::bindgen_prelude::Object;
+use napi::bindgen_prelude::{Object, Unknown};
 use napi_derive::napi;
 use rivetkit_native_core::actor::{ActorConfig, ActorFactory};
 
-use crate::error::to_js_error;
+use crate::error::{throw, to_js_error};
+use crate::types::args;
 use crate::hooks::JsHooks;
 use napi::Env;
 use rivetkit_native_core::error::catalog;
+use rivetkit_native_core::RivetError;
 
 /// Per-actor configuration. Every field is optional; omitted timeouts take
 /// the reference defaults. Fields rivetkit-native does not use yet are
 /// accepted and ignored so that RivetKit's own config passes through.
+/// Every `...Ms` field is a duration (a finite number, not negative, at
+/// most 8.64e15) and every size or count a whole number in `0..=2^53-1`;
+/// the constructor throws `napi.invalid_argument` naming the field
+/// otherwise.
 #[napi(object)]
 #[derive(Default)]
 pub struct JsActorConfig {
@@ -26,28 +32,28 @@ pub struct JsActorConfig {
     pub enable_actor_runtime_socket: Option<bool>,
     pub has_state: Option<bool>,
     pub can_hibernate_websocket: Option<bool>,
-    pub state_save_interval_ms: Option<u32>,
-    pub create_state_timeout_ms: Option<u32>,
-    pub on_create_timeout_ms: Option<u32>,
-    pub create_vars_timeout_ms: Option<u32>,
-    pub create_conn_state_timeout_ms: Option<u32>,
-    pub on_before_connect_timeout_ms: Option<u32>,
-    pub on_connect_timeout_ms: Option<u32>,
-    pub on_migrate_timeout_ms: Option<u32>,
-    pub on_wake_timeout_ms: Option<u32>,
-    pub on_before_actor_start_timeout_ms: Option<u32>,
-    pub action_timeout_ms: Option<u32>,
-    pub on_request_timeout_ms: Option<u32>,
-    pub sleep_timeout_ms: Option<u32>,
+    pub state_save_interval_ms: Option<f64>,
+    pub create_state_timeout_ms: Option<f64>,
+    pub on_create_timeout_ms: Option<f64>,
+    pub create_vars_timeout_ms: Option<f64>,
+    pub create_conn_state_timeout_ms: Option<f64>,
+    pub on_before_connect_timeout_ms: Option<f64>,
+    pub on_connect_timeout_ms: Option<f64>,
+    pub on_migrate_timeout_ms: Option<f64>,
+    pub on_wake_timeout_ms: Option<f64>,
+    pub on_before_actor_start_timeout_ms: Option<f64>,
+    pub action_timeout_ms: Option<f64>,
+    pub on_request_timeout_ms: Option<f64>,
+    pub sleep_timeout_ms: Option<f64>,
     pub no_sleep: Option<bool>,
-    pub sleep_grace_period_ms: Option<u32>,
-    pub connection_liveness_timeout_ms: Option<u32>,
-    pub connection_liveness_interval_ms: Option<u32>,
-    pub max_queue_size: Option<u32>,
-    pub max_schedules: Option<u32>,
-    pub max_queue_message_size: Option<u32>,
-    pub max_incoming_message_size: Option<u32>,
-    pub max_outgoing_message_size: Option<u32>,
+    pub sleep_grace_period_ms: Option<f64>,
+    pub connection_liveness_timeout_ms: Option<f64>,
+    pub connection_liveness_interval_ms: Option<f64>,
+    pub max_queue_size: Option<f64>,
+    pub max_schedules: Option<f64>,
+    pub max_queue_message_size: Option<f64>,
+    pub max_incoming_message_size: Option<f64>,
+    pub max_outgoing_message_size: Option<f64>,
     pub actions: Option<Vec<JsActionDefinition>>,
     /// Accepted for compatibility; there is no SQLite (see the README).
     pub sqlite_profiling: Option<JsSqliteProfilingConfig>,
@@ -88,39 +94,58 @@ pub struct JsActionDefinition {
     pub name: String,
 }
 
-fn ms(value: Option<u32>, default: Duration) -> Duration {
-    value.map(|v| Duration::from_millis(u64::from(v))).unwrap_or(default)
+/// A duration field, or `default` when omitted.
+fn ms(field: &str, value: Option<f64>, default: Duration) -> Result<Duration, RivetError> {
+    Ok(args::field_duration_ms(&format!("config.{field}"), value)?.map_or(default, Duration::from_millis))
+}
+
+/// A size or count field, or `default` when omitted.
+fn size(field: &str, value: Option<f64>, default: usize) -> Result<usize, RivetError> {
+    let max = usize::MAX as u64;
+    // Bounded by usize::MAX above.
+    Ok(args::field_size(&format!("config.{field}"), value, max)?.map_or(default, |v| v as usize))
 }
 
 impl JsActorConfig {
-    fn into_core(self) -> ActorConfig {
+    /// Checks every number (also of the fields not used yet, so a typo'd
+    /// `NaN` never passes silently) and builds the core config.
+    fn into_core(self) -> Result<ActorConfig, RivetError> {
         let d = ActorConfig::default();
-        let action_timeout = ms(self.action_timeout_ms, d.action_timeout);
-        ActorConfig {
+        for (field, value) in [
+            ("connectionLivenessTimeoutMs", self.connection_liveness_timeout_ms),
+            ("connectionLivenessIntervalMs", self.connection_liveness_interval_ms),
+        ] {
+            ms(field, value, Duration::ZERO)?;
+        }
+        for (field, value) in [("maxQueueSize", self.max_queue_size), ("maxQueueMessageSize", self.max_queue_message_size)] {
+            size(field, value, 0)?;
+        }
+        let action_timeout = ms("actionTimeoutMs", self.action_timeout_ms, d.action_timeout)?;
+        Ok(ActorConfig {
             name: self.name,
             icon: self.icon,
             can_hibernate_websocket: self.can_hibernate_websocket.unwrap_or(d.can_hibernate_websocket),
-            state_save_interval: ms(self.state_save_interval_ms, d.state_save_interval),
-            create_state_timeout: ms(self.create_state_timeout_ms, d.create_state_timeout),
-            on_create_timeout: ms(self.on_create_timeout_ms, d.on_create_timeout),
-            create_vars_timeout: ms(self.create_vars_timeout_ms, d.create_vars_timeout),
-            on_migrate_timeout: ms(self.on_migrate_timeout_ms, d.on_migrate_timeout),
-            on_wake_timeout: ms(self.on_wake_timeout_ms, d.on_wake_timeout),
-            on_before_actor_start_timeout: ms(self.on_before_actor_start_timeout_ms, d.on_before_actor_start_timeout),
+            state_save_interval: ms("stateSaveIntervalMs", self.state_save_interval_ms, d.state_save_interval)?,
+            create_state_timeout: ms("createStateTimeoutMs", self.create_state_timeout_ms, d.create_state_timeout)?,
+            on_create_timeout: ms("onCreateTimeoutMs", self.on_create_timeout_ms, d.on_create_timeout)?,
+            create_vars_timeout: ms("createVarsTimeoutMs", self.create_vars_timeout_ms, d.create_vars_timeout)?,
+            on_migrate_timeout: ms("onMigrateTimeoutMs", self.on_migrate_timeout_ms, d.on_migrate_timeout)?,
+            on_wake_timeout: ms("onWakeTimeoutMs", self.on_wake_timeout_ms, d.on_wake_timeout)?,
+            on_before_actor_start_timeout: ms("onBeforeActorStartTimeoutMs", self.on_before_actor_start_timeout_ms, d.on_before_actor_start_timeout)?,
             action_timeout,
-            on_before_connect_timeout: ms(self.on_before_connect_timeout_ms, d.on_before_connect_timeout),
-            create_conn_state_timeout: ms(self.create_conn_state_timeout_ms, d.create_conn_state_timeout),
-            on_connect_timeout: ms(self.on_connect_timeout_ms, d.on_connect_timeout),
+            on_before_connect_timeout: ms("onBeforeConnectTimeoutMs", self.on_before_connect_timeout_ms, d.on_before_connect_timeout)?,
+            create_conn_state_timeout: ms("createConnStateTimeoutMs", self.create_conn_state_timeout_ms, d.create_conn_state_timeout)?,
+            on_connect_timeout: ms("onConnectTimeoutMs", self.on_connect_timeout_ms, d.on_connect_timeout)?,
             // The reference: onRequestTimeoutMs, else actionTimeoutMs, else 60 s.
-            on_request_timeout: ms(self.on_request_timeout_ms, action_timeout),
-            sleep_timeout: ms(self.sleep_timeout_ms, d.sleep_timeout),
+            on_request_timeout: ms("onRequestTimeoutMs", self.on_request_timeout_ms, action_timeout)?,
+            sleep_timeout: ms("sleepTimeoutMs", self.sleep_timeout_ms, d.sleep_timeout)?,
             no_sleep: self.no_sleep.unwrap_or(d.no_sleep),
-            sleep_grace_period: ms(self.sleep_grace_period_ms, d.sleep_grace_period),
-            max_incoming_message_size: self.max_incoming_message_size.map(|v| v as usize).unwrap_or(d.max_incoming_message_size),
-            max_outgoing_message_size: self.max_outgoing_message_size.map(|v| v as usize).unwrap_or(d.max_outgoing_message_size),
+            sleep_grace_period: ms("sleepGracePeriodMs", self.sleep_grace_period_ms, d.sleep_grace_period)?,
+            max_incoming_message_size: size("maxIncomingMessageSize", self.max_incoming_message_size, d.max_incoming_message_size)?,
+            max_outgoing_message_size: size("maxOutgoingMessageSize", self.max_outgoing_message_size, d.max_outgoing_message_size)?,
             dispatch_queue_capacity: d.dispatch_queue_capacity,
-            max_schedules: self.max_schedules.map_or(d.max_schedules, |n| n as usize),
-        }
+            max_schedules: size("maxSchedules", self.max_schedules, d.max_schedules)?,
+        })
     }
 }
 
@@ -136,12 +161,14 @@ pub struct NapiActorFactory {
 #[napi]
 impl NapiActorFactory {
     #[napi(constructor, ts_args_type = "callbacks: ActorCallbacks, config?: JsActorConfig | undefined | null")]
-    pub fn new(env: &Env, callbacks: Object<'_>, config: Option<JsActorConfig>) -> napi::Result<Self> {
+    pub fn new(env: &Env, callbacks: Unknown<'_>, config: Option<Unknown<'_>>) -> napi::Result<Self> {
         let _ = CALLBACKS_TS_TYPE;
+        let callbacks: Object<'_> = args::object("callbacks", callbacks).map_err(|e| throw(env, e))?;
         let hooks = JsHooks::from_object(&callbacks).map_err(|err| {
             to_js_error(env, catalog::invalid_argument(err.reason.clone()).into_anyhow())
         })?;
-        let config = config.unwrap_or_default().into_core();
+        let config: Option<JsActorConfig> = args::opt_object("config", config).map_err(|e| throw(env, e))?;
+        let config = config.unwrap_or_default().into_core().map_err(|e| throw(env, e))?;
         Ok(Self { inner: ActorFactory::new(config, Arc::new(hooks)) })
     }
 }

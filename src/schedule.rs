@@ -3,13 +3,15 @@
 //! (`rivetkit_native_core::actor::schedule`). Cron jobs are not built yet:
 //! those methods reject with `rivetkit-native.unsupported`.
 
-use napi::bindgen_prelude::{Buffer, PromiseRaw};
+use napi::bindgen_prelude::{Buffer, PromiseRaw, Unknown};
 use napi::Env;
 use napi_derive::napi;
 use rivetkit_native_core::actor::schedule::{self, ScheduledEvent};
 use rivetkit_native_core::actor::ActorContext as CoreContext;
 
-use crate::error::spawn_promise;
+use crate::error::{reject as reject_invalid, spawn_promise};
+use crate::types::args::{self, ArgResult};
+use rivetkit_native_core::error::validate;
 use crate::unsupported::reject;
 
 #[napi(object)]
@@ -84,17 +86,33 @@ pub struct Schedule {
 
 #[napi]
 impl Schedule {
-    /// Runs `actionName` in `durationMs`; resolves to the event's id once it is persisted.
-    #[napi(ts_return_type = "Promise<string>")]
-    pub fn after<'env>(&self, env: &'env Env, duration_ms: f64, action_name: String, args: Buffer) -> napi::Result<PromiseRaw<'env, String>> {
-        let run_at = schedule::now_ms().saturating_add(duration_ms.max(0.0) as i64);
-        self.schedule_at(env, run_at, action_name, args)
+    /// Runs `actionName` in `durationMs`; resolves to the event's id once it
+    /// is persisted. A duration that is not a finite, non-negative number
+    /// (or puts the time past the range of a JavaScript `Date`), or `args`
+    /// that is not a `Buffer`, rejects with `napi.invalid_argument`.
+    #[napi(ts_args_type = "durationMs: number, actionName: string, args: Buffer", ts_return_type = "Promise<string>")]
+    pub fn after<'env>(&self, env: &'env Env, duration_ms: Unknown<'env>, action_name: Unknown<'env>, args: Unknown<'env>) -> napi::Result<PromiseRaw<'env, String>> {
+        let read = || -> ArgResult<i64> {
+            let delay = args::duration_ms("durationMs", duration_ms)?;
+            // Both are within ±8.64e15, so the sum fits; it must still be a valid time.
+            let run_at = schedule::now_ms().saturating_add(delay as i64);
+            validate::timestamp_ms("durationMs", run_at as f64)
+        };
+        match read() {
+            Ok(run_at) => self.schedule_at(env, run_at, action_name, args),
+            Err(err) => reject_invalid(env, err),
+        }
     }
 
-    /// Runs `actionName` at `timestampMs` (ms since the epoch; a past time runs now).
-    #[napi(ts_return_type = "Promise<string>")]
-    pub fn at<'env>(&self, env: &'env Env, timestamp_ms: f64, action_name: String, args: Buffer) -> napi::Result<PromiseRaw<'env, String>> {
-        self.schedule_at(env, timestamp_ms as i64, action_name, args)
+    /// Runs `actionName` at `timestampMs` (ms since the epoch; a past time
+    /// runs now). A timestamp that is not a finite number within the range
+    /// of a JavaScript `Date` rejects with `napi.invalid_argument`.
+    #[napi(ts_args_type = "timestampMs: number, actionName: string, args: Buffer", ts_return_type = "Promise<string>")]
+    pub fn at<'env>(&self, env: &'env Env, timestamp_ms: Unknown<'env>, action_name: Unknown<'env>, args: Unknown<'env>) -> napi::Result<PromiseRaw<'env, String>> {
+        match args::timestamp_ms("timestampMs", timestamp_ms) {
+            Ok(run_at) => self.schedule_at(env, run_at, action_name, args),
+            Err(err) => reject_invalid(env, err),
+        }
     }
 
     /// Cancels a pending event; resolves to whether there was one.
@@ -156,9 +174,13 @@ impl Schedule {
 }
 
 impl Schedule {
-    fn schedule_at<'env>(&self, env: &'env Env, run_at: i64, action: String, args: Buffer) -> napi::Result<PromiseRaw<'env, String>> {
+    fn schedule_at<'env>(&self, env: &'env Env, run_at: i64, action: Unknown<'env>, args: Unknown<'env>) -> napi::Result<PromiseRaw<'env, String>> {
         let ctx = self.ctx.clone();
-        let args = args.to_vec();
+        let read = || -> ArgResult<(String, Vec<u8>)> { Ok((args::string("actionName", action)?, args::bytes("args", args)?)) };
+        let (action, args) = match read() {
+            Ok(read) => read,
+            Err(err) => return reject_invalid(env, err),
+        };
         spawn_promise(env, async move { schedule::schedule_at(&ctx, run_at, &action, args).await })
     }
 }

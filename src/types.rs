@@ -86,3 +86,161 @@ impl<T: napi::bindgen_prelude::FromNapiValue> napi::bindgen_prelude::FromNapiVal
         unsafe { T::from_napi_value(env, value) }.map(Checked)
     }
 }
+
+/// Arguments read by hand from JavaScript values.
+///
+/// napi-rs converts typed parameters before our code runs: a wrong type
+/// throws its own error (`code: "InvalidArg"`, no group), and numbers
+/// convert silently (`NaN` as a `u32` is 0, `-1` is 4294967295). Methods
+/// that take times, sizes or bytes therefore accept `Unknown` (with the
+/// precise type kept in `index.d.ts` through `ts_args_type`) and read them
+/// here: every failure is a `napi.invalid_argument` error naming the
+/// argument, and the numbers go through
+/// [`rivetkit_native_core::error::validate`].
+pub(crate) mod args {
+    use napi::bindgen_prelude::{Array, Buffer, FromNapiValue, JsValue, Unknown};
+    use napi::ValueType;
+    use rivetkit_native_core::error::validate::{self, invalid};
+    use rivetkit_native_core::RivetError;
+
+    pub type ArgResult<T> = Result<T, RivetError>;
+
+    /// How a value is described in an error message.
+    pub fn type_name(value: &Unknown<'_>) -> &'static str {
+        match value.get_type() {
+            Ok(ValueType::Undefined) => "undefined",
+            Ok(ValueType::Null) => "null",
+            Ok(ValueType::Boolean) => "a boolean",
+            Ok(ValueType::Number) => "a number",
+            Ok(ValueType::String) => "a string",
+            Ok(ValueType::Symbol) => "a symbol",
+            Ok(ValueType::BigInt) => "a bigint",
+            Ok(ValueType::Function) => "a function",
+            Ok(ValueType::Object) if value.is_array().unwrap_or(false) => "an array",
+            Ok(ValueType::Object) => "an object",
+            _ => "a value of unknown type",
+        }
+    }
+
+    fn wrong_type(argument: &str, expected: &str, value: &Unknown<'_>) -> RivetError {
+        invalid(argument, format!("expected {expected}, got {}", type_name(value)))
+    }
+
+    /// `undefined` or `null` (an omitted optional argument).
+    pub fn is_nullish(value: &Unknown<'_>) -> bool {
+        matches!(value.get_type(), Ok(ValueType::Undefined | ValueType::Null))
+    }
+
+    fn present<'a>(value: Option<Unknown<'a>>) -> Option<Unknown<'a>> {
+        value.filter(|v| !is_nullish(v))
+    }
+
+    /// A JavaScript number (any number, `NaN` included: range checks follow).
+    pub fn number(argument: &str, value: Unknown<'_>) -> ArgResult<f64> {
+        if value.get_type().ok() != Some(ValueType::Number) {
+            return Err(wrong_type(argument, "a number", &value));
+        }
+        unsafe { value.cast::<f64>() }.map_err(|e| invalid(argument, e.reason.clone()))
+    }
+
+    pub fn opt_number(argument: &str, value: Option<Unknown<'_>>) -> ArgResult<Option<f64>> {
+        present(value).map(|v| number(argument, v)).transpose()
+    }
+
+    /// A point in time in ms since the epoch (see [`validate::timestamp_ms`]).
+    pub fn timestamp_ms(argument: &str, value: Unknown<'_>) -> ArgResult<i64> {
+        validate::timestamp_ms(argument, number(argument, value)?)
+    }
+
+    pub fn opt_timestamp_ms(argument: &str, value: Option<Unknown<'_>>) -> ArgResult<Option<i64>> {
+        present(value).map(|v| timestamp_ms(argument, v)).transpose()
+    }
+
+    /// A duration in ms (see [`validate::duration_ms`]).
+    pub fn duration_ms(argument: &str, value: Unknown<'_>) -> ArgResult<u64> {
+        validate::duration_ms(argument, number(argument, value)?)
+    }
+
+    /// A `Buffer` (or any `Uint8Array`), copied.
+    pub fn bytes(argument: &str, value: Unknown<'_>) -> ArgResult<Vec<u8>> {
+        if !value.is_buffer().unwrap_or(false) {
+            return Err(wrong_type(argument, "a Buffer", &value));
+        }
+        unsafe { value.cast::<Buffer>() }
+            .map(|b| b.to_vec())
+            .map_err(|e| invalid(argument, e.reason.clone()))
+    }
+
+    /// The elements of an array, each read by `item` (named `argument[i]`).
+    pub fn list<T>(
+        argument: &str,
+        value: Unknown<'_>,
+        mut item: impl FnMut(&str, Unknown<'_>) -> ArgResult<T>,
+    ) -> ArgResult<Vec<T>> {
+        if !value.is_array().unwrap_or(false) {
+            return Err(wrong_type(argument, "an array", &value));
+        }
+        let array = unsafe { value.cast::<Array>() }.map_err(|e| invalid(argument, e.reason.clone()))?;
+        (0..array.len())
+            .map(|i| {
+                let name = format!("{argument}[{i}]");
+                let element = array
+                    .get::<Unknown>(i)
+                    .map_err(|e| invalid(&name, e.reason.clone()))?
+                    .ok_or_else(|| invalid(&name, "missing element"))?;
+                item(&name, element)
+            })
+            .collect()
+    }
+
+    /// An array of `Buffer`s.
+    pub fn bytes_list(argument: &str, value: Unknown<'_>) -> ArgResult<Vec<Vec<u8>>> {
+        list(argument, value, bytes)
+    }
+
+    /// A plain object converted by napi-rs into `T` (a `#[napi(object)]`):
+    /// a non-object is refused first (napi-rs would read fields of a
+    /// string or a number as `undefined`), and a field of the wrong type
+    /// becomes `napi.invalid_argument` with napi-rs's explanation.
+    pub fn object<T: FromNapiValue>(argument: &str, value: Unknown<'_>) -> ArgResult<T> {
+        if value.get_type().ok() != Some(ValueType::Object) || value.is_array().unwrap_or(false) {
+            return Err(wrong_type(argument, "an object", &value));
+        }
+        unsafe { value.cast::<T>() }.map_err(|e| invalid(argument, e.reason.clone()))
+    }
+
+    pub fn opt_object<T: FromNapiValue>(argument: &str, value: Option<Unknown<'_>>) -> ArgResult<Option<T>> {
+        present(value).map(|v| object(argument, v)).transpose()
+    }
+
+    /// An optional duration field of an options object.
+    pub fn field_duration_ms(argument: &str, value: Option<f64>) -> ArgResult<Option<u64>> {
+        value.map(|v| validate::duration_ms(argument, v)).transpose()
+    }
+
+    /// An optional count or size field, at most `max`.
+    pub fn field_size(argument: &str, value: Option<f64>, max: u64) -> ArgResult<Option<u64>> {
+        value.map(|v| validate::size(argument, v, max)).transpose()
+    }
+
+    /// A value that must be a string (napi-rs would coerce nothing and
+    /// throw its own `InvalidArg`).
+    pub fn string(argument: &str, value: Unknown<'_>) -> ArgResult<String> {
+        if value.get_type().ok() != Some(ValueType::String) {
+            return Err(wrong_type(argument, "a string", &value));
+        }
+        unsafe { value.cast::<String>() }.map_err(|e| invalid(argument, e.reason.clone()))
+    }
+
+    pub fn opt_string(argument: &str, value: Option<Unknown<'_>>) -> ArgResult<Option<String>> {
+        present(value).map(|v| string(argument, v)).transpose()
+    }
+
+    /// A boolean (no coercion).
+    pub fn boolean(argument: &str, value: Unknown<'_>) -> ArgResult<bool> {
+        if value.get_type().ok() != Some(ValueType::Boolean) {
+            return Err(wrong_type(argument, "a boolean", &value));
+        }
+        unsafe { value.cast::<bool>() }.map_err(|e| invalid(argument, e.reason.clone()))
+    }
+}

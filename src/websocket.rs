@@ -14,7 +14,7 @@
 //! an open socket never keeps Node's event loop alive. A throw from the
 //! callback is logged and does not reach the process.
 
-use napi::bindgen_prelude::{Buffer, Either, Function, PromiseRaw, ToNapiValue};
+use napi::bindgen_prelude::{Buffer, Either, Function, PromiseRaw, ToNapiValue, Unknown};
 use napi::threadsafe_function::{ThreadsafeFunctionCallMode, UnknownReturnValue};
 use napi::{sys, Env};
 use napi_derive::napi;
@@ -24,7 +24,9 @@ use rivetkit_native_core::routing::websocket::raw::{
 
 use crate::actor_context::ActorContext;
 use crate::conn::ConnHandle;
-use crate::error::{spawn_promise, to_js_error};
+use crate::error::{reject, spawn_promise, throw, to_js_error};
+use crate::types::args::{self, ArgResult};
+use rivetkit_native_core::error::validate;
 use crate::types::JsHttpRequest;
 
 /// Payload of `onWebSocket`.
@@ -82,6 +84,20 @@ impl ToNapiValue for EventArg {
     }
 }
 
+/// A close frame's payload is at most 125 bytes: the code's 2 and the reason.
+const MAX_CLOSE_REASON_BYTES: usize = 123;
+
+/// A close code a server may put in a close frame (RFC 6455 §7.4): not the
+/// reserved 1004-1006 and 1015, nor anything outside 1000-4999 but the
+/// registered 1000-1014.
+fn close_code(code: f64) -> ArgResult<u16> {
+    let code = validate::size("code", code, 4999)?;
+    match code {
+        1000..=1003 | 1007..=1014 | 3000..=4999 => Ok(code as u16),
+        _ => Err(validate::invalid("code", format!("{code} is not a close code an endpoint may send"))),
+    }
+}
+
 /// A raw WebSocket of an actor, given to `onWebSocket`.
 #[napi]
 pub struct WebSocket {
@@ -99,20 +115,45 @@ impl WebSocket {
     /// Sends a frame: binary, or text (`data` must then be UTF-8, else
     /// `message.invalid_utf8`). Frames sent after the socket closed are
     /// dropped.
-    #[napi]
-    pub fn send(&self, env: &Env, data: Buffer, binary: bool) -> napi::Result<()> {
-        self.inner.send(data.to_vec(), binary).map_err(|e| to_js_error(env, e))
+    #[napi(ts_args_type = "data: Buffer, binary: boolean")]
+    pub fn send(&self, env: &Env, data: Unknown<'_>, binary: Unknown<'_>) -> napi::Result<()> {
+        let read = || -> ArgResult<(Vec<u8>, bool)> { Ok((args::bytes("data", data)?, args::boolean("binary", binary)?)) };
+        let (data, binary) = read().map_err(|e| throw(env, e))?;
+        self.inner.send(data, binary).map_err(|e| to_js_error(env, e))
     }
 
     /// Closes the socket (code 1000 by default); the close event follows and
     /// the connection ends (`onDisconnect`). Closing twice does nothing.
-    #[napi(ts_return_type = "Promise<void>")]
+    /// `code` must be one a server may send (1000-1003, 1007-1014,
+    /// 3000-4999) and `reason` at most 123 bytes, else the promise rejects
+    /// with `napi.invalid_argument` and the socket stays open.
+    #[napi(
+        ts_args_type = "code?: number | undefined | null, reason?: string | undefined | null",
+        ts_return_type = "Promise<void>"
+    )]
     pub fn close<'env>(
         &self,
         env: &'env Env,
-        code: Option<u16>,
-        reason: Option<String>,
+        code: Option<Unknown<'env>>,
+        reason: Option<Unknown<'env>>,
     ) -> napi::Result<PromiseRaw<'env, ()>> {
+        let read = || -> ArgResult<(Option<u16>, Option<String>)> {
+            let code = args::opt_number("code", code)?.map(close_code).transpose()?;
+            let reason = args::opt_string("reason", reason)?;
+            if let Some(reason) = &reason {
+                if reason.len() > MAX_CLOSE_REASON_BYTES {
+                    return Err(validate::invalid(
+                        "reason",
+                        format!("a close reason is at most {MAX_CLOSE_REASON_BYTES} bytes, got {}", reason.len()),
+                    ));
+                }
+            }
+            Ok((code, reason))
+        };
+        let (code, reason) = match read() {
+            Ok(read) => read,
+            Err(err) => return reject(env, err),
+        };
         self.inner.close(code, reason);
         spawn_promise(env, async { Ok(()) })
     }

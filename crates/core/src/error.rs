@@ -223,6 +223,144 @@ pub mod catalog {
     }
 }
 
+/// Checks of numbers that arrive from JavaScript (times and sizes), as
+/// `napi.invalid_argument` errors naming the argument.
+///
+/// A JavaScript number may be `NaN`, `±Infinity`, fractional or far beyond
+/// what the engine stores (its alarm and schedule times are `i64` ms); a
+/// plain `as` cast would silently turn those into 0, a saturated value or a
+/// wrapped one. Every time is checked against the range of a JavaScript
+/// `Date` (±8.64e15 ms), which also keeps `now + delay` and `Instant +
+/// Duration` far from overflowing.
+pub mod validate {
+    use super::{catalog, RivetError};
+    use serde_json::json;
+
+    /// The largest magnitude of a JavaScript `Date`, in ms since the epoch.
+    pub const MAX_TIME_MS: f64 = 8.64e15;
+    /// The largest integer a JavaScript number holds exactly.
+    pub const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
+
+    /// A readable form of a rejected number (`NaN`, `Infinity`, `-1.5`, ...).
+    pub fn describe(value: f64) -> String {
+        if value.is_nan() {
+            "NaN".into()
+        } else if value.is_infinite() {
+            if value > 0.0 { "Infinity".into() } else { "-Infinity".into() }
+        } else {
+            format!("{value}")
+        }
+    }
+
+    /// `napi.invalid_argument` for `argument`, with `{argument, reason}`
+    /// metadata (the shape the reference's later releases use).
+    pub fn invalid(argument: &str, reason: impl Into<String>) -> RivetError {
+        let reason = reason.into();
+        catalog::invalid_argument(format!("Invalid native argument '{argument}': {reason}"))
+            .with_metadata(json!({ "argument": argument, "reason": reason }))
+    }
+
+    fn finite(argument: &str, value: f64) -> Result<f64, RivetError> {
+        if value.is_finite() {
+            Ok(value)
+        } else {
+            Err(invalid(argument, format!("expected a finite number, got {}", describe(value))))
+        }
+    }
+
+    /// A point in time in ms since the epoch: finite and within the range
+    /// of a JavaScript `Date`. Past times are allowed. Fractions are dropped.
+    pub fn timestamp_ms(argument: &str, value: f64) -> Result<i64, RivetError> {
+        let value = finite(argument, value)?;
+        if value.abs() > MAX_TIME_MS {
+            return Err(invalid(
+                argument,
+                format!("timestamp {} ms is outside the range of a JavaScript Date (±8.64e15 ms)", describe(value)),
+            ));
+        }
+        Ok(value.trunc() as i64)
+    }
+
+    /// A duration in ms: finite, not negative, at most 8.64e15 ms.
+    /// Fractions are dropped.
+    pub fn duration_ms(argument: &str, value: f64) -> Result<u64, RivetError> {
+        let value = finite(argument, value)?;
+        if value < 0.0 {
+            return Err(invalid(argument, format!("a duration must not be negative, got {} ms", describe(value))));
+        }
+        if value > MAX_TIME_MS {
+            return Err(invalid(argument, format!("duration {} ms is larger than 8.64e15 ms", describe(value))));
+        }
+        Ok(value.trunc() as u64)
+    }
+
+    /// A count or size: a whole number in `0..=max`.
+    pub fn size(argument: &str, value: f64, max: u64) -> Result<u64, RivetError> {
+        let value = finite(argument, value)?;
+        if value.fract() != 0.0 {
+            return Err(invalid(argument, format!("expected a whole number, got {}", describe(value))));
+        }
+        if value < 0.0 {
+            return Err(invalid(argument, format!("must not be negative, got {}", describe(value))));
+        }
+        let max_f = (max as f64).min(MAX_SAFE_INTEGER);
+        if value > max_f {
+            return Err(invalid(argument, format!("{} is larger than the maximum {max}", describe(value))));
+        }
+        Ok(value as u64)
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        fn code_and_argument(err: RivetError) -> (String, String) {
+            let argument = err.metadata.as_ref().unwrap()["argument"].as_str().unwrap().to_string();
+            (err.qualified_code(), argument)
+        }
+
+        #[test]
+        fn timestamps_must_be_finite_and_within_the_date_range() {
+            assert_eq!(timestamp_ms("t", 1_700_000_000_000.9), Ok(1_700_000_000_000));
+            assert_eq!(timestamp_ms("t", -5.0), Ok(-5));
+            assert_eq!(timestamp_ms("t", MAX_TIME_MS), Ok(8_640_000_000_000_000));
+            for bad in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, 1e300, -1e300, MAX_TIME_MS + 1.0] {
+                let err = timestamp_ms("timestampMs", bad).unwrap_err();
+                assert_eq!(code_and_argument(err), ("napi.invalid_argument".into(), "timestampMs".into()), "{bad}");
+            }
+            assert!(timestamp_ms("t", f64::NAN).unwrap_err().message.contains("NaN"));
+        }
+
+        #[test]
+        fn durations_must_be_finite_and_not_negative() {
+            assert_eq!(duration_ms("d", 0.0), Ok(0));
+            assert_eq!(duration_ms("d", 1.7), Ok(1));
+            for bad in [f64::NAN, f64::INFINITY, -1.0, -0.5, 1e300] {
+                assert!(duration_ms("d", bad).is_err(), "{bad}");
+            }
+            assert!(duration_ms("d", -1.0).unwrap_err().message.contains("negative"));
+        }
+
+        #[test]
+        fn sizes_are_whole_numbers_within_bounds() {
+            assert_eq!(size("limit", 0.0, 10), Ok(0));
+            assert_eq!(size("limit", 10.0, 10), Ok(10));
+            for bad in [f64::NAN, f64::INFINITY, -1.0, 1.5, 11.0, 1e300] {
+                assert!(size("limit", bad, 10).is_err(), "{bad}");
+            }
+            // Capped at what a JavaScript number holds exactly.
+            assert!(size("n", 2f64.powi(60), u64::MAX).is_err());
+        }
+
+        #[test]
+        fn describe_names_special_values() {
+            assert_eq!(describe(f64::NAN), "NaN");
+            assert_eq!(describe(f64::NEG_INFINITY), "-Infinity");
+            assert_eq!(describe(2.5), "2.5");
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,6 +1,6 @@
 //! Admission of client traffic (spec generations §4, `active_actor`).
 
-use super::{Dispatcher, InstanceRecord};
+use super::{start, Dispatcher, InstanceRecord};
 use crate::actor::{ActorTaskHandle, ShutdownKind};
 use crate::error::catalog;
 
@@ -9,6 +9,9 @@ impl Dispatcher {
     /// generation, and only while it may accept work.
     pub fn active_actor(&self, actor_id: &str) -> anyhow::Result<ActorTaskHandle> {
         let state = self.lock();
+        if let Some(error) = start::failed_start_error(&state, actor_id) {
+            return Err(error.into_anyhow());
+        }
         let record = state
             .current
             .get(actor_id)

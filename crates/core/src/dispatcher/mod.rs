@@ -11,7 +11,10 @@
 //! - `starting`: a start is in progress;
 //! - `instances`: started, `Active` or `Stopping`;
 //! - `current`: newest registered generation per actor id, the only routing target;
-//! - `pending_stops`: stops that arrived before their generation registered.
+//! - `pending_stops`: stops that arrived before their generation registered;
+//! - `failed`: per actor id, the newest generation whose start hooks failed
+//!   (see `start.rs`): the engine was told it started, its traffic is
+//!   answered with the start error until it is stopped.
 //!
 //! The maps live behind one `std::sync::Mutex` that is never held across an
 //! `.await`; every background job is spawned on a `TaskTracker` so shutdown
@@ -45,6 +48,7 @@ struct State {
     instances: HashMap<InstanceKey, InstanceRecord>,
     current: HashMap<String, u32>,
     pending_stops: HashMap<InstanceKey, PendingStop>,
+    failed: HashMap<String, start::FailedStart>,
 }
 
 /// A test hook that can hold `start_actor` right after it waited for older

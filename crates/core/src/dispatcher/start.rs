@@ -1,12 +1,79 @@
 //! `start_actor` and what it needs: waiting out older generations, abandoning
 //! a failed start, completing stops that a newer start made moot.
+//!
+//! ## A start whose hooks fail
+//!
+//! Reporting the failure to the engine as the start's result (a `Stopped`
+//! event with an error, as the reference does) tells the client nothing:
+//! the gateway sees the actor stop before it became ready, wakes it again
+//! (eight times, each a full failed start), then answers 503
+//! `guard.actor_wake_retries_exceeded` without the hook's error. So when
+//! the start hooks fail, the generation is *accepted* instead: the engine
+//! sees it running, and every request or socket routed to it gets the
+//! structured start error (`failed` in the dispatcher's state; see
+//! [`failed_start_error`]): HTTP requests as an error body, WebSockets as
+//! a close 1011 `<group>.<code>` once open (`envoy::callbacks`). After [`FAILED_START_LINGER`], long enough for
+//! the traffic that woke it to arrive, the crash is reported
+//! (`report_crash`: a sleep intent with the error), so the engine records
+//! it on the actor (`error: {crashed: {message}}`) and puts the actor to
+//! sleep; its stop then completes at once. One start per waking request
+//! (at most one per linger while traffic keeps coming) instead of nine.
+//!
+//! Not on this path: a generation that is lost or fenced by a newer one
+//! (`actor.stopping`), and a start that a stop already beat (the parked
+//! stop completes and the start reports its error as before).
 
-use super::{Dispatcher, InstanceKey, InstanceRecord, PendingStop, OLDER_GENERATION_STOP_TIMEOUT};
+use super::{Dispatcher, InstanceKey, InstanceRecord, PendingStop, State, OLDER_GENERATION_STOP_TIMEOUT};
 use crate::actor::task::spawn_actor_task;
 use crate::actor::{ActorContext, ShutdownKind};
-use crate::error::catalog;
+use crate::error::{catalog, RivetError};
 
 use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+/// How long a generation whose start failed answers its traffic with the
+/// start error before the crash is reported to the engine.
+pub const FAILED_START_LINGER: Duration = Duration::from_secs(1);
+
+/// A generation whose start hooks failed, accepted so that its traffic
+/// gets the start error (module docs).
+pub(super) struct FailedStart {
+    generation: u32,
+    error: RivetError,
+    /// Cancelled once the generation is stopped or superseded.
+    done: CancellationToken,
+}
+
+/// The start error that traffic for `actor_id` gets, if its newest
+/// generation failed to start and no newer one is registered.
+pub(super) fn failed_start_error(state: &State, actor_id: &str) -> Option<RivetError> {
+    let failed = state.failed.get(actor_id)?;
+    let superseded = state.current.get(actor_id).is_some_and(|g| *g >= failed.generation);
+    (!superseded).then(|| failed.error.clone())
+}
+
+/// Removes the failed start of exactly `key`, if there is one: its stop has
+/// nothing to tear down.
+pub(super) fn take_failed_start(state: &mut State, key: &InstanceKey) -> bool {
+    if !state.failed.get(&key.actor_id).is_some_and(|f| f.generation == key.generation) {
+        return false;
+    }
+    if let Some(failed) = state.failed.remove(&key.actor_id) {
+        failed.done.cancel();
+    }
+    true
+}
+
+/// A newer generation is starting: an older failed one is moot.
+fn forget_older_failed_start(state: &mut State, key: &InstanceKey) {
+    if state.failed.get(&key.actor_id).is_some_and(|f| f.generation < key.generation) {
+        if let Some(failed) = state.failed.remove(&key.actor_id) {
+            failed.done.cancel();
+        }
+    }
+}
 
 impl Dispatcher {
     /// Starts generation `ctx.generation()` of `ctx.actor_id()` with the
@@ -15,7 +82,11 @@ impl Dispatcher {
     pub async fn start_actor(self: &Arc<Self>, name: &str, ctx: ActorContext) -> anyhow::Result<()> {
         let key = InstanceKey::new(ctx.actor_id(), ctx.generation());
         let hold = ctx.hold_generation();
-        self.lock().starting.entry(key.clone()).or_insert_with(|| ctx.clone());
+        {
+            let mut state = self.lock();
+            state.starting.entry(key.clone()).or_insert_with(|| ctx.clone());
+            forget_older_failed_start(&mut state, &key);
+        }
 
         let prepared = async {
             self.wait_for_older_generations(&key).await?;
@@ -89,10 +160,64 @@ impl Dispatcher {
                         return Err(err);
                     }
                 }
+                if !ctx.is_lost() && self.accept_failed_start(&key, &ctx, &err) {
+                    return Ok(());
+                }
                 self.abandon_startup(&key);
                 Err(err)
             }
         }
+    }
+
+    /// The start error that traffic for `actor_id` gets while its newest
+    /// generation is a failed start (module docs), else `None`.
+    pub fn failed_start_error(&self, actor_id: &str) -> Option<RivetError> {
+        failed_start_error(&self.lock(), actor_id)
+    }
+
+    /// Turns the failed start of `key` into an accepted generation that
+    /// answers with `err` (module docs), unless the error is a fencing one,
+    /// a stop for it is parked or a newer generation exists. Returns
+    /// whether it did.
+    fn accept_failed_start(self: &Arc<Self>, key: &InstanceKey, ctx: &ActorContext, err: &anyhow::Error) -> bool {
+        let error = RivetError::extract(err).with_actor_if_missing(ctx.specifier());
+        if error.group == "actor" && error.code == "stopping" {
+            return false;
+        }
+        let done = CancellationToken::new();
+        {
+            let mut state = self.lock();
+            let newer = state
+                .starting
+                .keys()
+                .chain(state.instances.keys())
+                .any(|k| k.actor_id == key.actor_id && k.generation > key.generation)
+                || state.current.get(&key.actor_id).is_some_and(|g| *g > key.generation);
+            if newer || state.pending_stops.contains_key(key) {
+                return false;
+            }
+            state.starting.remove(key);
+            let failed = FailedStart { generation: key.generation, error: error.clone(), done: done.clone() };
+            if let Some(previous) = state.failed.insert(key.actor_id.clone(), failed) {
+                previous.done.cancel();
+            }
+        }
+        tracing::warn!(%key, error = %format!("{err:#}"), "actor start failed; its traffic gets the error until the engine stops it");
+        let this = Arc::clone(self);
+        let (key, ctx, message) = (key.clone(), ctx.clone(), format!("{err:#}"));
+        self.spawn_tracked(async move {
+            tokio::select! {
+                _ = tokio::time::sleep(FAILED_START_LINGER) => {}
+                _ = done.cancelled() => return,
+                _ = ctx.lost_token().cancelled() => return,
+            }
+            let still_failed = this.lock().failed.get(&key.actor_id).is_some_and(|f| f.generation == key.generation);
+            if still_failed {
+                tracing::debug!(%key, "reporting the failed start to the engine");
+                ctx.link().report_crash(&key.actor_id, key.generation, message);
+            }
+        });
+        true
     }
 
     /// Spec `wait_for_older_generations`: refuse if a newer generation

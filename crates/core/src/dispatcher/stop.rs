@@ -25,7 +25,9 @@ impl Dispatcher {
         let kind = reason.kind();
         let (action, stop) = {
             let mut state = self.lock();
-            if state.starting.contains_key(&key) {
+            if super::start::take_failed_start(&mut state, &key) {
+                (StopAction::Completed, Some(stop))
+            } else if state.starting.contains_key(&key) {
                 park_stop(&mut state, &key, reason, stop);
                 (StopAction::Parked, None)
             } else if let Some(record) = state.instances.get_mut(&key) {

@@ -8,3 +8,4 @@ mod races;
 mod admission;
 mod lifecycle;
 mod traffic;
+mod failed_start;

@@ -28,6 +28,15 @@ impl RegistryCallbacks {
     }
 }
 
+/// A socket handler that closes the socket as soon as it is open.
+fn close_on_open(code: u16, reason: String) -> WebSocketHandler {
+    WebSocketHandler {
+        on_message: Box::new(|_| async {}.boxed()),
+        on_close: Box::new(|_, _| async {}.boxed()),
+        on_open: Some(Box::new(move |sender| async move { sender.close(Some(code), Some(reason)) }.boxed())),
+    }
+}
+
 fn stop_reason(reason: protocol::StopActorReason) -> StopReason {
     match reason {
         protocol::StopActorReason::SleepIntent => StopReason::SleepIntent,
@@ -144,6 +153,15 @@ impl EnvoyCallbacks for RegistryCallbacks {
     ) -> BoxFuture<anyhow::Result<WebSocketHandler>> {
         let dispatcher = self.dispatcher.clone();
         async move {
+            // A generation whose start failed: open and close at once with
+            // the start error, so the client learns why (failing the
+            // callback makes the gateway retry the open for ~20 s, waking
+            // the actor again each time, then close with
+            // `guard.websocket_closed_before_open`).
+            if let Some(error) = dispatcher.failed_start_error(&actor_id) {
+                tracing::debug!(%actor_id, error = %error, "websocket to a failed start closed with its error");
+                return Ok(close_on_open(1011, error.qualified_code()));
+            }
             let result = routing::websocket::handle_websocket(
                 &dispatcher, &actor_id, gateway_id, request_id, request, path, headers, is_hibernatable, is_restoring_hibernatable, sender,
             )

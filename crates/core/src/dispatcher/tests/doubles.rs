@@ -74,6 +74,8 @@ pub struct TestHooks {
     pub wake_gate: Arc<Mutex<Option<Gate>>>,
     pub sleep_gate: Arc<Mutex<Option<Gate>>>,
     pub fail_wake: Arc<Mutex<bool>>,
+    /// When set, `onWake` fails with this structured error.
+    pub wake_error: Arc<Mutex<Option<crate::RivetError>>>,
     pub request_gate: Arc<Mutex<Option<Gate>>>,
     /// When set, the actor has a `run` handler that waits for its abort signal.
     pub has_run: Arc<Mutex<bool>>,
@@ -115,10 +117,14 @@ impl ActorHooks for TestHooks {
             _ => None,
         };
         let fail = hook == LifecycleHook::OnWake && *self.fail_wake.lock().unwrap();
+        let wake_error = if hook == LifecycleHook::OnWake { self.wake_error.lock().unwrap().clone() } else { None };
         Some(
             async move {
                 if let Some(gate) = gate {
                     gate.pass().await;
+                }
+                if let Some(error) = wake_error {
+                    return Err(error.into_anyhow());
                 }
                 if fail {
                     anyhow::bail!("onWake failed on purpose");

@@ -154,6 +154,20 @@ fn close_on_open(transport: Arc<SocketTransport>, code: u16, reason: &'static st
     }
 }
 
+/// Why an inbound frame closes the socket before it is decoded: over the
+/// size limit (1011 `message.incoming_too_long`), or a text frame that is
+/// not UTF-8 (1007 `message.invalid_utf8`, the close code RFC 6455 gives
+/// data inconsistent with its frame type).
+fn frame_refusal(data: &[u8], binary: bool, max_incoming: usize) -> Option<(u16, &'static str)> {
+    if data.len() > max_incoming {
+        return Some((1011, "message.incoming_too_long"));
+    }
+    if !binary && std::str::from_utf8(data).is_err() {
+        return Some((1007, super::raw::INVALID_UTF8_REASON));
+    }
+    None
+}
+
 struct Socket {
     dispatcher: Arc<Dispatcher>,
     handle: ActorTaskHandle,
@@ -167,8 +181,8 @@ impl Socket {
         if self.transport.is_closed() {
             return;
         }
-        if message.data.len() > self.max_incoming {
-            self.transport.close(1011, "message.incoming_too_long");
+        if let Some((code, reason)) = frame_refusal(&message.data, message.binary, self.max_incoming) {
+            self.transport.close(code, reason);
             return;
         }
         let request = match decode_to_server(self.transport_encoding(), &message.data) {
@@ -248,5 +262,26 @@ impl Socket {
 
     fn transport_encoding(&self) -> crate::protocol::encoding::Encoding {
         self.transport.encoding()
+    }
+}
+
+#[cfg(test)]
+mod frame_tests {
+    use super::frame_refusal;
+
+    #[test]
+    fn invalid_utf8_text_closes_with_1007() {
+        assert_eq!(frame_refusal(&[0x68, 0xc3, 0x28], false, 100), Some((1007, "message.invalid_utf8")));
+    }
+
+    #[test]
+    fn binary_frames_are_not_checked_for_utf8() {
+        assert_eq!(frame_refusal(&[0xc3, 0x28], true, 100), None);
+        assert_eq!(frame_refusal("héllo".as_bytes(), false, 100), None);
+    }
+
+    #[test]
+    fn size_is_checked_first() {
+        assert_eq!(frame_refusal(&[0xff; 101], false, 100), Some((1011, "message.incoming_too_long")));
     }
 }
