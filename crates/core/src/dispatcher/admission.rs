@@ -13,9 +13,8 @@ impl Dispatcher {
             return Err(error.into_anyhow());
         }
         let record = state
-            .current
-            .get(actor_id)
-            .and_then(|g| state.instances.get(&super::InstanceKey::new(actor_id, *g)))
+            .current(actor_id)
+            .and_then(|g| state.started_record(&super::InstanceKey::new(actor_id, g)))
             .ok_or_else(|| catalog::actor_not_found("instance", actor_id).into_anyhow())?;
         let ctx = record.context();
         let live = ctx.started() && !ctx.is_lost();

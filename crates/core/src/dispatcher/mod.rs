@@ -23,6 +23,7 @@
 mod admission;
 mod records;
 mod start;
+mod state;
 mod stop;
 #[cfg(test)]
 mod tests;
@@ -42,14 +43,7 @@ use crate::actor::{ActorContext, ActorFactory};
 /// before it fails closed (spec: 10 s).
 pub const OLDER_GENERATION_STOP_TIMEOUT: Duration = Duration::from_secs(10);
 
-#[derive(Default)]
-struct State {
-    starting: HashMap<InstanceKey, ActorContext>,
-    instances: HashMap<InstanceKey, InstanceRecord>,
-    current: HashMap<String, u32>,
-    pending_stops: HashMap<InstanceKey, PendingStop>,
-    failed: HashMap<String, start::FailedStart>,
-}
+use state::State;
 
 /// A test hook that can hold `start_actor` right after it waited for older
 /// generations (to make races deterministic).
@@ -87,15 +81,14 @@ impl Dispatcher {
 
     /// Number of generations that are started and not yet removed.
     pub fn instance_count(&self) -> usize {
-        self.lock().instances.len()
+        self.lock().started().count()
     }
 
     /// Contexts of the generations that are started and not stopping.
     pub fn active_contexts(&self) -> Vec<ActorContext> {
         self.lock()
-            .instances
-            .values()
-            .filter_map(|r| match r {
+            .started()
+            .filter_map(|(_, r)| match r {
                 InstanceRecord::Active(handle) => Some(handle.context().clone()),
                 InstanceRecord::Stopping { .. } => None,
             })
@@ -105,25 +98,28 @@ impl Dispatcher {
     /// Every started generation, stopping ones included, whose writes are
     /// still open: what the drain saves before it gives up.
     pub fn live_contexts(&self) -> Vec<ActorContext> {
-        self.lock().instances.values().map(|r| r.context().clone()).filter(|ctx| !ctx.writes_closed()).collect()
+        self.lock().started().map(|(_, r)| r.context().clone()).filter(|ctx| !ctx.writes_closed()).collect()
     }
 
     /// The newest registered generation of an actor.
     pub fn current_generation(&self, actor_id: &str) -> Option<u32> {
-        self.lock().current.get(actor_id).copied()
+        self.lock().current(actor_id)
     }
 
     /// Record state for tests and diagnostics.
     pub fn record(&self, key: &InstanceKey) -> Option<InstanceRecord> {
-        self.lock().instances.get(key).cloned()
+        self.lock().started_record(key).cloned()
     }
 
     pub fn is_starting(&self, key: &InstanceKey) -> bool {
-        self.lock().starting.contains_key(key)
+        matches!(self.lock().get(key), Some(state::Generation::Starting { .. }))
     }
 
     pub fn has_pending_stop(&self, key: &InstanceKey) -> bool {
-        self.lock().pending_stops.contains_key(key)
+        matches!(
+            self.lock().get(key),
+            Some(state::Generation::StopBeforeStart(_) | state::Generation::Starting { parked: Some(_), .. })
+        )
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {

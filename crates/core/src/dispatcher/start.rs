@@ -23,7 +23,8 @@
 //! (`actor.stopping`), and a start that a stop already beat (the parked
 //! stop completes and the start reports its error as before).
 
-use super::{Dispatcher, InstanceKey, InstanceRecord, PendingStop, State, OLDER_GENERATION_STOP_TIMEOUT};
+use super::state::{Generation, State};
+use super::{Dispatcher, InstanceKey, InstanceRecord, PendingStop, OLDER_GENERATION_STOP_TIMEOUT};
 use crate::actor::task::spawn_actor_task;
 use crate::actor::{ActorContext, ShutdownKind};
 use crate::error::{catalog, RivetError};
@@ -40,39 +41,34 @@ pub const FAILED_START_LINGER: Duration = Duration::from_secs(1);
 /// A generation whose start hooks failed, accepted so that its traffic
 /// gets the start error (module docs).
 pub(super) struct FailedStart {
-    generation: u32,
     error: RivetError,
     /// Cancelled once the generation is stopped or superseded.
     done: CancellationToken,
 }
 
+impl FailedStart {
+    /// It is over (stopped, or a newer generation starts): no crash report.
+    pub(super) fn forget(&self) {
+        self.done.cancel();
+    }
+}
+
 /// The start error that traffic for `actor_id` gets, if its newest
 /// generation failed to start and no newer one is registered.
 pub(super) fn failed_start_error(state: &State, actor_id: &str) -> Option<RivetError> {
-    let failed = state.failed.get(actor_id)?;
-    let superseded = state.current.get(actor_id).is_some_and(|g| *g >= failed.generation);
-    (!superseded).then(|| failed.error.clone())
+    state.unsuperseded_failed(actor_id).map(|f| f.error.clone())
 }
 
 /// Removes the failed start of exactly `key`, if there is one: its stop has
 /// nothing to tear down.
 pub(super) fn take_failed_start(state: &mut State, key: &InstanceKey) -> bool {
-    if !state.failed.get(&key.actor_id).is_some_and(|f| f.generation == key.generation) {
+    if !matches!(state.get(key), Some(Generation::Failed(_))) {
         return false;
     }
-    if let Some(failed) = state.failed.remove(&key.actor_id) {
-        failed.done.cancel();
+    if let Some(Generation::Failed(failed)) = state.remove(key) {
+        failed.forget();
     }
     true
-}
-
-/// A newer generation is starting: an older failed one is moot.
-fn forget_older_failed_start(state: &mut State, key: &InstanceKey) {
-    if state.failed.get(&key.actor_id).is_some_and(|f| f.generation < key.generation) {
-        if let Some(failed) = state.failed.remove(&key.actor_id) {
-            failed.done.cancel();
-        }
-    }
 }
 
 impl Dispatcher {
@@ -84,8 +80,19 @@ impl Dispatcher {
         let hold = ctx.hold_generation();
         {
             let mut state = self.lock();
-            state.starting.entry(key.clone()).or_insert_with(|| ctx.clone());
-            forget_older_failed_start(&mut state, &key);
+            let parked = match state.remove(&key) {
+                Some(Generation::StopBeforeStart(stop)) => Some(stop),
+                Some(other) => {
+                    // A second start of a generation that is already known.
+                    state.insert(key.clone(), other);
+                    None
+                }
+                None => None,
+            };
+            if state.get(&key).is_none() {
+                state.insert(key.clone(), Generation::Starting { ctx: ctx.clone(), parked });
+            }
+            state.forget_older_failed(&key);
         }
 
         let prepared = async {
@@ -116,7 +123,10 @@ impl Dispatcher {
             Ok(()) => {
                 let parked = {
                     let mut state = self.lock();
-                    let parked = state.pending_stops.remove(&key);
+                    let parked = match state.get_mut(&key) {
+                        Some(Generation::Starting { parked, .. }) => parked.take(),
+                        _ => None,
+                    };
                     let record = match &parked {
                         Some(stop) => {
                             let kind = stop.reason.kind();
@@ -127,8 +137,7 @@ impl Dispatcher {
                         }
                         None => InstanceRecord::Active(handle.clone()),
                     };
-                    register(&mut state, &key, record);
-                    state.starting.remove(&key);
+                    state.register(&key, record);
                     parked
                 };
                 if let Some(PendingStop { reason, stop }) = parked {
@@ -187,20 +196,13 @@ impl Dispatcher {
         let done = CancellationToken::new();
         {
             let mut state = self.lock();
-            let newer = state
-                .starting
-                .keys()
-                .chain(state.instances.keys())
-                .any(|k| k.actor_id == key.actor_id && k.generation > key.generation)
-                || state.current.get(&key.actor_id).is_some_and(|g| *g > key.generation);
-            if newer || state.pending_stops.contains_key(key) {
+            let newer = state.has_newer_live(key) || state.current(&key.actor_id).is_some_and(|g| g > key.generation);
+            let parked = matches!(state.get(key), Some(Generation::Starting { parked: Some(_), .. }));
+            if newer || parked {
                 return false;
             }
-            state.starting.remove(key);
-            let failed = FailedStart { generation: key.generation, error: error.clone(), done: done.clone() };
-            if let Some(previous) = state.failed.insert(key.actor_id.clone(), failed) {
-                previous.done.cancel();
-            }
+            state.forget_older_failed(key);
+            state.insert(key.clone(), Generation::Failed(FailedStart { error: error.clone(), done: done.clone() }));
         }
         tracing::warn!(%key, error = %format!("{err:#}"), "actor start failed; its traffic gets the error until the engine stops it");
         let this = Arc::clone(self);
@@ -211,7 +213,7 @@ impl Dispatcher {
                 _ = done.cancelled() => return,
                 _ = ctx.lost_token().cancelled() => return,
             }
-            let still_failed = this.lock().failed.get(&key.actor_id).is_some_and(|f| f.generation == key.generation);
+            let still_failed = matches!(this.lock().get(&key), Some(Generation::Failed(_)));
             if still_failed {
                 tracing::debug!(%key, "reporting the failed start to the engine");
                 ctx.link().report_crash(&key.actor_id, key.generation, message);
@@ -226,25 +228,13 @@ impl Dispatcher {
     async fn wait_for_older_generations(&self, key: &InstanceKey) -> anyhow::Result<()> {
         let older: Vec<ActorContext> = {
             let state = self.lock();
-            let same_actor_older = |k: &InstanceKey| k.actor_id == key.actor_id && k.generation < key.generation;
-            let newer = state
-                .starting
-                .keys()
-                .chain(state.instances.keys())
-                .any(|k| k.actor_id == key.actor_id && k.generation > key.generation);
-            if newer {
+            if state.has_newer_live(key) {
                 return Err(catalog::actor_stopping(Some(
                     "a newer generation of this actor is already running on this runner",
                 ))
                 .into_anyhow());
             }
-            state
-                .starting
-                .iter()
-                .filter(|(k, _)| same_actor_older(k))
-                .map(|(_, c)| c.clone())
-                .chain(state.instances.iter().filter(|(k, _)| same_actor_older(k)).map(|(_, r)| r.context().clone()))
-                .collect()
+            state.older_live_contexts(key)
         };
         if older.is_empty() {
             return Ok(());
@@ -271,9 +261,14 @@ impl Dispatcher {
     pub(super) fn abandon_startup(&self, key: &InstanceKey) {
         let parked = {
             let mut state = self.lock();
-            let parked = state.pending_stops.remove(key);
-            state.starting.remove(key);
-            parked
+            match state.remove(key) {
+                Some(Generation::Starting { parked, .. }) => parked,
+                Some(other) => {
+                    state.insert(key.clone(), other);
+                    None
+                }
+                None => None,
+            }
         };
         if let Some(parked) = parked {
             parked.stop.complete();
@@ -282,25 +277,9 @@ impl Dispatcher {
 
     /// Stops parked for generations older than `key` will never apply.
     fn complete_stops_for_older_generations(&self, key: &InstanceKey) {
-        let stale: Vec<PendingStop> = {
-            let mut state = self.lock();
-            let keys: Vec<InstanceKey> = state
-                .pending_stops
-                .keys()
-                .filter(|k| k.actor_id == key.actor_id && k.generation < key.generation)
-                .cloned()
-                .collect();
-            keys.iter().filter_map(|k| state.pending_stops.remove(k)).collect()
-        };
+        let stale = self.lock().take_older_parked_stops(key);
         for parked in stale {
             parked.stop.complete();
         }
     }
-}
-
-/// Upserts a record and moves the routing pointer forward, never back (I3).
-fn register(state: &mut super::State, key: &InstanceKey, record: InstanceRecord) {
-    state.instances.insert(key.clone(), record);
-    let current = state.current.entry(key.actor_id.clone()).or_insert(key.generation);
-    *current = (*current).max(key.generation);
 }

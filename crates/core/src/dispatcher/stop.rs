@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use super::state::Generation;
 use super::{Dispatcher, InstanceKey, InstanceRecord, PendingStop, StopHandle, StopReason};
 use crate::actor::{ActorTaskHandle, ShutdownKind};
 
@@ -25,25 +26,40 @@ impl Dispatcher {
         let kind = reason.kind();
         let (action, stop) = {
             let mut state = self.lock();
-            if super::start::take_failed_start(&mut state, &key) {
-                (StopAction::Completed, Some(stop))
-            } else if state.starting.contains_key(&key) {
-                park_stop(&mut state, &key, reason, stop);
-                (StopAction::Parked, None)
-            } else if let Some(record) = state.instances.get_mut(&key) {
-                let handle = record.handle().clone();
-                match record {
-                    InstanceRecord::Active(_) => *record = InstanceRecord::Stopping { handle: handle.clone(), kind },
-                    InstanceRecord::Stopping { kind: current, .. } => {
-                        tracing::warn!(%key, ?current, requested = ?kind, "stop for a generation that is already stopping");
+            let superseded = state.current(actor_id).is_some_and(|g| g > generation);
+            match state.get_mut(&key) {
+                Some(Generation::Failed(_)) => {
+                    super::start::take_failed_start(&mut state, &key);
+                    (StopAction::Completed, Some(stop))
+                }
+                Some(Generation::Starting { parked, .. }) => {
+                    if parked.is_some() {
+                        tracing::debug!(%key, "duplicate stop for a parked generation");
+                        (StopAction::Completed, Some(stop))
+                    } else {
+                        *parked = Some(PendingStop { reason, stop });
+                        (StopAction::Parked, None)
                     }
                 }
-                (StopAction::Shutdown(handle), Some(stop))
-            } else if state.current.get(actor_id).is_some_and(|g| *g > generation) {
-                (StopAction::Completed, Some(stop))
-            } else {
-                park_stop(&mut state, &key, reason, stop);
-                (StopAction::Parked, None)
+                Some(Generation::StopBeforeStart(_)) => {
+                    tracing::debug!(%key, "duplicate stop for a parked generation");
+                    (StopAction::Completed, Some(stop))
+                }
+                Some(Generation::Started(record)) => {
+                    let handle = record.handle().clone();
+                    match record {
+                        InstanceRecord::Active(_) => *record = InstanceRecord::Stopping { handle: handle.clone(), kind },
+                        InstanceRecord::Stopping { kind: current, .. } => {
+                            tracing::warn!(%key, ?current, requested = ?kind, "stop for a generation that is already stopping");
+                        }
+                    }
+                    (StopAction::Shutdown(handle), Some(stop))
+                }
+                None if superseded => (StopAction::Completed, Some(stop)),
+                None => {
+                    state.insert(key.clone(), Generation::StopBeforeStart(PendingStop { reason, stop }));
+                    (StopAction::Parked, None)
+                }
             }
         };
         match (action, stop) {
@@ -110,24 +126,9 @@ impl Dispatcher {
 
     fn remove_stopping_instance(&self, key: &InstanceKey, handle: &ActorTaskHandle) {
         let mut state = self.lock();
-        let same = matches!(state.instances.get(key), Some(InstanceRecord::Stopping { handle: h, .. }) if h.same_task(handle));
-        if !same {
-            return;
-        }
-        state.instances.remove(key);
-        if state.current.get(&key.actor_id) == Some(&key.generation) {
-            state.current.remove(&key.actor_id);
+        let same = matches!(state.started_record(key), Some(InstanceRecord::Stopping { handle: h, .. }) if h.same_task(handle));
+        if same {
+            state.unregister(key);
         }
     }
-}
-
-/// Parks a stop; a duplicate for the same generation is completed at once
-/// and the first one stays parked.
-fn park_stop(state: &mut super::State, key: &InstanceKey, reason: StopReason, stop: StopHandle) {
-    if state.pending_stops.contains_key(key) {
-        tracing::debug!(%key, "duplicate stop for a parked generation");
-        stop.complete();
-        return;
-    }
-    state.pending_stops.insert(key.clone(), PendingStop { reason, stop });
 }
