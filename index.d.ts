@@ -429,14 +429,6 @@ export declare class WorkflowStepSpan {
   finish(outcome: string, error?: string | undefined | null): void
 }
 
-/**
- * @internal Calls `callback(null, {value, token})` through a
- * `JsCallback<TestCallbackPayload, String>` from a runtime task, then
- * cancels `token` from Rust (as a dispatch does when it ends). The
- * value `"__panic__"` makes the task panic instead.
- */
-export declare function __testCallCallback(callback: (err: null, payload: TestCallbackPayload) => string | Promise<string>, value: string, options?: TestCallbackOptions): Promise<TestCallbackResult>
-
 export interface ActionPayload {
   ctx: ActorContext
   /** The connection the action came in on; `null` for HTTP actions. */
@@ -921,32 +913,6 @@ export interface SubscribePayload {
   ctx: ActorContext
   conn: ConnHandle
   eventName: string
-}
-
-/** Options of `__testCallCallback`. */
-export interface TestCallbackOptions {
-  /** Close the callback before calling it. */
-  abortFirst?: boolean
-  /**
-   * Keep the callback alive in Rust for the rest of the process (to
-   * check that a live callback does not hold the event loop).
-   */
-  retain?: boolean
-}
-
-/** Payload of `__testCallCallback`: a plain field and a class instance. */
-export interface TestCallbackPayload {
-  value: string
-  /** A `#[napi]` class value inside a `#[napi(object)]` payload. */
-  token: CancellationToken
-}
-
-/** Result of `__testCallCallback`. */
-export interface TestCallbackResult {
-  /** What the callback answered. */
-  value: string
-  /** Whether the callback cancelled the token it was given. */
-  tokenCancelled: boolean
 }
 
 /**

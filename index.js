@@ -853,7 +853,6 @@ module.exports.Schedule = nativeBinding.Schedule
 module.exports.WebSocket = nativeBinding.WebSocket
 module.exports.WorkflowSpan = nativeBinding.WorkflowSpan
 module.exports.WorkflowStepSpan = nativeBinding.WorkflowStepSpan
-module.exports.__testCallCallback = nativeBinding.__testCallCallback
 module.exports.decodeInspectorRequest = nativeBinding.decodeInspectorRequest
 module.exports.encodeInspectorResponse = nativeBinding.encodeInspectorResponse
 module.exports.setTelemetryLogSink = nativeBinding.setTelemetryLogSink

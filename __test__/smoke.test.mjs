@@ -21,6 +21,11 @@ import {
 
 const require = createRequire(import.meta.url);
 const native = require("../index.js");
+// The callback machinery alone (`JsCallback`, a panic in a task) is driven by
+// `__testCallCallback`, which only the debug build with the `testing` feature
+// has (`npm run build:testing`; `npm test` builds it): no public API reaches a
+// closed callback or a panic, and the others would need an engine and an actor.
+const testing = require("../target/testing/rivetkit-native.node");
 
 const PREFIX = "__RIVET_ERROR_JSON__:";
 
@@ -80,7 +85,8 @@ describe("engine harness", () => {
 describe("addon", () => {
 	test("loads and exposes the generic classes", () => {
 		assert.equal(typeof native.CancellationToken, "function");
-		assert.equal(typeof native.__testCallCallback, "function");
+		assert.equal(native.__testCallCallback, undefined, "test exports are not shipped");
+		assert.equal(typeof testing.__testCallCallback, "function");
 	});
 });
 
@@ -112,7 +118,7 @@ describe("CancellationToken", () => {
 
 	test("a listener runs when Rust cancels the token", async () => {
 		let fired = false;
-		await native.__testCallCallback((_err, payload) => {
+		await testing.__testCallCallback((_err, payload) => {
 			payload.token.onCancelled(() => {
 				fired = true;
 			});
@@ -125,7 +131,7 @@ describe("CancellationToken", () => {
 describe("JsCallback", () => {
 	test("calls with (null, payload) and resolves an async function's value", async () => {
 		let args;
-		const result = await native.__testCallCallback(async (...a) => {
+		const result = await testing.__testCallCallback(async (...a) => {
 			args = a;
 			return `${a[1].value}!`;
 		}, "hello");
@@ -136,13 +142,13 @@ describe("JsCallback", () => {
 	});
 
 	test("accepts a plain (synchronous) return value", async () => {
-		const result = await native.__testCallCallback((_err, p) => p.value.toUpperCase(), "sync");
+		const result = await testing.__testCallCallback((_err, p) => p.value.toUpperCase(), "sync");
 		assert.equal(result.value, "SYNC");
 	});
 
 	test("carries a class instance in the payload", async () => {
-		const result = await native.__testCallCallback((_err, payload) => {
-			assert.ok(payload.token instanceof native.CancellationToken);
+		const result = await testing.__testCallCallback((_err, payload) => {
+			assert.ok(payload.token instanceof testing.CancellationToken);
 			assert.equal(payload.token.aborted(), false);
 			payload.token.cancel();
 			return "cancelled";
@@ -152,7 +158,7 @@ describe("JsCallback", () => {
 
 	test("a wrong return type rejects with napi.invalid_return", async () => {
 		for (const callback of [() => 42, async () => ({ not: "a string" }), () => undefined]) {
-			const err = await native.__testCallCallback(callback, "x").then(
+			const err = await testing.__testCallCallback(callback, "x").then(
 				() => assert.fail("expected a rejection"),
 				(e) => e,
 			);
@@ -178,7 +184,7 @@ describe("JsCallback", () => {
 			},
 			() => Promise.reject("boom as a string"),
 		]) {
-			const err = await native.__testCallCallback(callback, "x").then(
+			const err = await testing.__testCallCallback(callback, "x").then(
 				() => assert.fail("expected a rejection"),
 				(e) => e,
 			);
@@ -191,7 +197,7 @@ describe("JsCallback", () => {
 	});
 
 	test("a bridged rejection keeps group, code, metadata and actor", async () => {
-		const err = await native
+		const err = await testing
 			.__testCallCallback(async () => {
 				throw new Error(
 					bridgedErrorMessage({
@@ -222,7 +228,7 @@ describe("JsCallback", () => {
 	});
 
 	test("a custom public error from JavaScript keeps its status", async () => {
-		const err = await native
+		const err = await testing
 			.__testCallCallback(() => {
 				throw new Error(
 					`wrapped: ${bridgedErrorMessage({ group: "user", code: "teapot", message: "short and stout", public: true, statusCode: 418 })}`,
@@ -242,7 +248,7 @@ describe("JsCallback", () => {
 
 	test("a closed callback rejects with actor.js_callback_unavailable", async () => {
 		let called = false;
-		const err = await native
+		const err = await testing
 			.__testCallCallback(
 				() => {
 					called = true;

@@ -181,7 +181,8 @@ where
 
     /// Closes the threadsafe function now: later calls fail with
     /// `actor.js_callback_unavailable`. Dropping the last clone releases it
-    /// gracefully instead; this is for tests and forced teardown.
+    /// gracefully instead; this is for tests.
+    #[cfg(feature = "testing")]
     pub fn abort(&self) -> napi::Result<()> {
         let handle = &self.tsfn.handle;
         handle.with_write_aborted(|mut aborted| {
@@ -305,7 +306,9 @@ fn short_type_name<T>() -> String {
     result
 }
 
-/// Test-only exports exercising [`JsCallback`] from JavaScript.
+/// Test-only exports exercising [`JsCallback`] from JavaScript: only in a
+/// build with the `testing` feature, never in the shipped addon.
+#[cfg(feature = "testing")]
 pub mod testing {
     use std::sync::Mutex;
 

@@ -53,15 +53,35 @@ pub fn module_init(_exports: Object<'_>) -> napi::Result<()> {
     Ok(())
 }
 
-/// Errors travel as `anyhow::Error`, which captures a backtrace whenever
-/// `RUST_BACKTRACE` is set (and on some machines it always is): tens of MB
-/// for a burst of failing starts. Error paths never need them, so unless the
-/// user asked for library backtraces explicitly, turn them off before any
-/// error is created. Runs on the JS thread before this addon starts threads.
+/// Errors travel as `anyhow::Error`, which captures a backtrace whenever std
+/// says so: `RUST_LIB_BACKTRACE`, else `RUST_BACKTRACE`, read once per
+/// process. Capturing is cheap (about 3 KB and 8 µs per error); what costs is
+/// printing one with `{:?}`, which loads the debug info to symbolise it (about
+/// 150 MB of RSS and 130 ms for the first error in a debug build), and
+/// `rivet-envoy-client` logs failed actor starts and stops that way.
+///
+/// There is no other switch: anyhow's `std` feature (enabled by the envoy
+/// client and the protocol crates) always asks std, and std only reads the
+/// environment. So when `RUST_BACKTRACE` asks for backtraces and
+/// `RUST_LIB_BACKTRACE` is unset, this sets `RUST_LIB_BACKTRACE=0` (panics
+/// keep their backtraces); otherwise (the usual case) the environment is not
+/// touched. It runs once, on the JS thread, before this addon starts a thread
+/// or creates an error. Node's own threads may exist by then; none of them
+/// reads the environment while a module loads, except a `getaddrinfo` in
+/// flight in libuv's pool (glibc's resolver reads `RES_OPTIONS`): set
+/// `RUST_LIB_BACKTRACE` yourself if you load the addon while DNS lookups run.
 fn disable_error_backtraces() {
-    if std::env::var_os("RUST_LIB_BACKTRACE").is_none() {
+    if needs_lib_backtrace_off(
+        std::env::var_os("RUST_LIB_BACKTRACE").is_some(),
+        std::env::var_os("RUST_BACKTRACE").as_deref(),
+    ) {
         std::env::set_var("RUST_LIB_BACKTRACE", "0");
     }
+}
+
+/// Whether std would capture library backtraces without our override.
+fn needs_lib_backtrace_off(lib_set: bool, rust_backtrace: Option<&std::ffi::OsStr>) -> bool {
+    !lib_set && rust_backtrace.is_some_and(|v| v != "0")
 }
 
 /// Number of worker threads from [`WORKER_THREADS_ENV`], default 2.
@@ -134,6 +154,16 @@ fn install_panic_hook() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lib_backtraces_are_turned_off_only_when_std_would_capture() {
+        use std::ffi::OsStr;
+        assert!(!needs_lib_backtrace_off(false, None));
+        assert!(!needs_lib_backtrace_off(false, Some(OsStr::new("0"))));
+        assert!(needs_lib_backtrace_off(false, Some(OsStr::new("1"))));
+        assert!(needs_lib_backtrace_off(false, Some(OsStr::new("full"))));
+        assert!(!needs_lib_backtrace_off(true, Some(OsStr::new("1"))));
+    }
 
     #[test]
     fn worker_threads_parse() {

@@ -10,6 +10,9 @@ import { createRequire } from "node:module";
 
 const require = createRequire(import.meta.url);
 const native = require("../../index.js");
+// `__testCallCallback` is only in the debug build with the `testing` feature
+// (`npm run build:testing`), loaded by the scenarios that use it.
+const testing = () => require("../../target/testing/rivetkit-native.node");
 
 const scenarios = {
 	// A listener on a token that is never cancelled: one weak threadsafe
@@ -23,13 +26,13 @@ const scenarios = {
 	// A JsCallback that was called and is still held by Rust.
 	"callback": async () => {
 		const callback = async (_err, payload) => `${payload.value}!`;
-		const result = await native.__testCallCallback(callback, "x", { retain: true });
+		const result = await testing().__testCallCallback(callback, "x", { retain: true });
 		if (result.value !== "x!") throw new Error(`unexpected result ${JSON.stringify(result)}`);
 	},
 	// A listener fired from Rust through the weak threadsafe function.
 	"token-fired": async () => {
 		let fired = false;
-		await native.__testCallCallback((_err, payload) => {
+		await testing().__testCallCallback((_err, payload) => {
 			payload.token.onCancelled(() => {
 				fired = true;
 			});
@@ -42,7 +45,7 @@ const scenarios = {
 	},
 	// A panic in a runtime task: a rejection, and the process lives on.
 	"panic": async () => {
-		const err = await native.__testCallCallback(() => "never", "__panic__").then(
+		const err = await testing().__testCallCallback(() => "never", "__panic__").then(
 			() => null,
 			(e) => e,
 		);

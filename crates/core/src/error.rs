@@ -6,7 +6,8 @@
 //! `core.internal_error` so that nothing ever reaches a caller unclassified.
 //! anyhow captures a backtrace per error when `RUST_BACKTRACE` is set, which
 //! costs megabytes on a burst of failures; the addon sets
-//! `RUST_LIB_BACKTRACE=0` at load unless the user set it.
+//! `RUST_LIB_BACKTRACE=0` at load when that would happen (see the addon's
+//! `runtime.rs`).
 
 use std::fmt;
 
@@ -387,3 +388,4 @@ mod tests {
         assert_eq!(RivetError::extract(&err).actor, Some(spec));
     }
 }
+

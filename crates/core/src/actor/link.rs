@@ -35,6 +35,8 @@ pub trait EngineLink: Send + Sync + 'static {
 }
 
 /// In-memory link for tests: intents are counted, KV is a sorted map.
+/// Compiled only into the core's own unit tests.
+#[cfg(test)]
 #[derive(Default)]
 pub struct MemoryLink {
     pub kv: std::sync::Mutex<std::collections::BTreeMap<(String, Vec<u8>), Vec<u8>>>,
@@ -42,6 +44,7 @@ pub struct MemoryLink {
     pub destroys: std::sync::atomic::AtomicUsize,
 }
 
+#[cfg(test)]
 impl MemoryLink {
     fn with_kv<R>(&self, f: impl FnOnce(&mut std::collections::BTreeMap<(String, Vec<u8>), Vec<u8>>) -> R) -> R {
         let mut guard = self.kv.lock().unwrap_or_else(|p| p.into_inner());
@@ -65,6 +68,7 @@ impl MemoryLink {
     }
 }
 
+#[cfg(test)]
 impl EngineLink for MemoryLink {
     fn request_sleep(&self, _actor_id: &str, _generation: u32) {
         self.sleeps.fetch_add(1, std::sync::atomic::Ordering::SeqCst);

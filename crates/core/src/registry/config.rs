@@ -301,6 +301,8 @@ fn parse_endpoint(raw: &str) -> anyhow::Result<ParsedEndpoint> {
     })
 }
 
+/// `decodeURIComponent`, as the reference applies it to URL credentials:
+/// every `%` must start a two-digit hex escape and the result must be UTF-8.
 fn percent_decode(value: &str) -> anyhow::Result<String> {
     let bad = || {
         invalid(
@@ -309,20 +311,19 @@ fn percent_decode(value: &str) -> anyhow::Result<String> {
         )
     };
     let bytes = value.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = bytes.get(i + 1..i + 3).ok_or_else(bad)?;
-            let hex = std::str::from_utf8(hex).map_err(|_| bad())?;
-            out.push(u8::from_str_radix(hex, 16).map_err(|_| bad())?);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
+    let malformed = bytes.iter().enumerate().any(|(i, &b)| {
+        b == b'%'
+            && !bytes
+                .get(i + 1..i + 3)
+                .is_some_and(|hex| hex.iter().all(u8::is_ascii_hexdigit))
+    });
+    if malformed {
+        return Err(bad());
     }
-    String::from_utf8(out).map_err(|_| bad())
+    percent_encoding::percent_decode_str(value)
+        .decode_utf8()
+        .map(|decoded| decoded.into_owned())
+        .map_err(|_| bad())
 }
 
 /// `http://{host}:{port}`, bracketing a bare IPv6 host.
@@ -566,6 +567,9 @@ mod tests {
             ("https://my-ns:tok@api.rivet.dev?foo=bar", "query string"),
             ("https://my-ns:tok@api.rivet.dev#section", "fragment"),
             ("https://my-ns:bad%zz@api.rivet.dev", "percent-encoding"),
+            ("https://my-ns:bad%2@api.rivet.dev", "percent-encoding"),
+            ("https://my-ns:bad%+F@api.rivet.dev", "percent-encoding"),
+            ("https://my-ns:bad%FF@api.rivet.dev", "percent-encoding"),
         ] {
             let err = ServeConfig::from_vars(vars(&[("RIVET_ENDPOINT", endpoint)])).unwrap_err();
             assert_eq!(code(&err), "config.invalid", "{endpoint}");

@@ -284,34 +284,10 @@ pub fn parse_subprotocols(header_values: &[&str]) -> Result<(Encoding, Vec<u8>),
 /// `%XX` → that byte (a malformed escape stays literal), then UTF-8 with
 /// invalid sequences replaced.
 fn form_decode(input: &str) -> String {
-    fn hex(b: u8) -> Option<u8> {
-        match b {
-            b'0'..=b'9' => Some(b - b'0'),
-            b'a'..=b'f' => Some(b - b'a' + 10),
-            b'A'..=b'F' => Some(b - b'A' + 10),
-            _ => None,
-        }
-    }
-    let bytes = input.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'+' => out.push(b' '),
-            b'%' => {
-                let escaped = bytes.get(i + 1).zip(bytes.get(i + 2)).and_then(|(&h, &l)| Some(hex(h)? << 4 | hex(l)?));
-                if let Some(byte) = escaped {
-                    out.push(byte);
-                    i += 3;
-                    continue;
-                }
-                out.push(b'%');
-            }
-            b => out.push(b),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    // Only literal pluses are spaces (`%2B` is a plus), and no escape holds a
+    // `+`, so replacing them first leaves every escape as it was.
+    let spaced = input.replace('+', " ");
+    percent_encoding::percent_decode_str(&spaced).decode_utf8_lossy().into_owned()
 }
 
 #[cfg(test)]

@@ -60,33 +60,27 @@ fn single_segment<'a>(path: &'a str, prefix: &str) -> Option<&'a str> {
     (!segment.is_empty() && !segment.contains('/')).then_some(segment)
 }
 
-/// `%XX` escapes only (`+` stays a plus); the result must be UTF-8.
+/// `%XX` escapes only (`+` stays a plus); every `%` must start an escape and
+/// the result must be UTF-8.
 fn percent_decode(segment: &str) -> anyhow::Result<String> {
-    let bytes = segment.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let escape = bytes.get(i + 1..i + 3).ok_or_else(|| invalid_segment("incomplete percent escape"))?;
-            let hi = hex_value(escape[0]).ok_or_else(|| invalid_segment("invalid percent escape"))?;
-            let lo = hex_value(escape[1]).ok_or_else(|| invalid_segment("invalid percent escape"))?;
-            out.push((hi << 4) | lo);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).map_err(|_| invalid_segment("not valid UTF-8"))
+    check_escapes(segment)?;
+    percent_encoding::percent_decode_str(segment)
+        .decode_utf8()
+        .map(|decoded| decoded.into_owned())
+        .map_err(|_| invalid_segment("not valid UTF-8"))
 }
 
-fn hex_value(byte: u8) -> Option<u8> {
-    match byte {
-        b'0'..=b'9' => Some(byte - b'0'),
-        b'a'..=b'f' => Some(byte - b'a' + 10),
-        b'A'..=b'F' => Some(byte - b'A' + 10),
-        _ => None,
+/// The crate leaves a malformed escape as it is; a path segment with one is
+/// refused instead.
+fn check_escapes(segment: &str) -> anyhow::Result<()> {
+    let bytes = segment.as_bytes();
+    for (i, _) in bytes.iter().enumerate().filter(|(_, &b)| b == b'%') {
+        let escape = bytes.get(i + 1..i + 3).ok_or_else(|| invalid_segment("incomplete percent escape"))?;
+        if !escape.iter().all(u8::is_ascii_hexdigit) {
+            return Err(invalid_segment("invalid percent escape"));
+        }
     }
+    Ok(())
 }
 
 fn invalid_segment(reason: &str) -> anyhow::Error {
