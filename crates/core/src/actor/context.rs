@@ -6,13 +6,14 @@
 //! when a generation is really finished, the abort signal and the state.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::activity::Activity;
+use super::lifecycle::{self, Phase};
 use super::save::{SaveOptions, SaveRequests};
 use super::{ActorKey, EngineLink};
 use crate::error::{catalog, ActorSpecifier};
@@ -33,7 +34,8 @@ struct Inner {
     /// Every write of the runtime is fenced by it.
     writes_closed: CancellationToken,
     abort: CancellationToken,
-    started: AtomicBool,
+    /// The task's phase (it is the only writer; see [`super::lifecycle`]).
+    phase: watch::Sender<Phase>,
     destroy_requested: AtomicBool,
     sleep_requested: AtomicBool,
     holds: watch::Sender<usize>,
@@ -41,7 +43,7 @@ struct Inner {
     link: Arc<dyn EngineLink>,
     activity: Activity,
     saves: SaveRequests,
-    save_interval: OnceLock<Duration>,
+    save_interval: Duration,
     /// The alarm (ms since the epoch), persisted with the actor record.
     alarm: watch::Sender<Option<i64>>,
     /// Scheduled actions (`schedule.after/at`).
@@ -57,8 +59,11 @@ struct Inner {
     /// Serializes record writes (throttled saves, `saveState`, final save).
     write_lock: tokio::sync::Mutex<()>,
     conns: super::Connections,
-    /// The task's traffic queue, for connections the context connects itself.
-    dispatch: OnceLock<tokio::sync::mpsc::Sender<super::task::DispatchCommand>>,
+    /// The task's traffic queue (bounded by the actor's
+    /// `dispatch_queue_capacity`), for connections the context connects
+    /// itself; its receiving end is handed to the task once.
+    dispatch: tokio::sync::mpsc::Sender<super::task::DispatchCommand>,
+    dispatch_rx: Mutex<Option<tokio::sync::mpsc::Receiver<super::task::DispatchCommand>>>,
     /// Connections that ended and whose `onDisconnect` the task has yet to
     /// run. Not a bounded queue, and need not be: a connection is removed
     /// once, so it holds at most one entry per connection of this generation.
@@ -88,9 +93,11 @@ impl Drop for GenerationHold {
 }
 
 impl ActorContext {
-    /// `lost` is the envoy's lost signal for this generation.
-    pub fn new(identity: ActorIdentity, lost: CancellationToken, link: Arc<dyn EngineLink>) -> Self {
+    /// `lost` is the envoy's lost signal for this generation; `config` is
+    /// its actor type's (limits and intervals are fixed for its life).
+    pub fn new(identity: ActorIdentity, lost: CancellationToken, link: Arc<dyn EngineLink>, config: &super::ActorConfig) -> Self {
         let ActorIdentity { actor_id, generation, name, key, region, input } = identity;
+        let (dispatch, dispatch_rx) = tokio::sync::mpsc::channel(config.dispatch_queue_capacity.max(1));
         Self(Arc::new(Inner {
             actor_id,
             generation,
@@ -101,7 +108,7 @@ impl ActorContext {
             writes_closed: lost.child_token(),
             lost,
             abort: CancellationToken::new(),
-            started: AtomicBool::new(false),
+            phase: watch::channel(Phase::Created).0,
             destroy_requested: AtomicBool::new(false),
             sleep_requested: AtomicBool::new(false),
             holds: watch::channel(0).0,
@@ -109,16 +116,17 @@ impl ActorContext {
             link,
             activity: Activity::default(),
             saves: SaveRequests::default(),
-            save_interval: OnceLock::new(),
+            save_interval: config.state_save_interval,
             alarm: watch::channel(None).0,
-            schedule: super::schedule::Schedule::default(),
+            schedule: super::schedule::Schedule::with_limit(config.max_schedules),
             pushed_alarm: Mutex::new(None),
             run_active: AtomicBool::new(false),
             run_restart: tokio::sync::Notify::new(),
             state_slot: std::sync::atomic::AtomicU8::new(u8::MAX),
             write_lock: tokio::sync::Mutex::new(()),
             conns: super::Connections::default(),
-            dispatch: OnceLock::new(),
+            dispatch,
+            dispatch_rx: Mutex::new(Some(dispatch_rx)),
             ended_conns: Mutex::default(),
             ended_conns_changed: tokio::sync::Notify::new(),
         }))
@@ -225,14 +233,36 @@ impl ActorContext {
 
     // --- lifecycle flags --------------------------------------------------
 
-    pub fn started(&self) -> bool {
-        self.0.started.load(Ordering::Acquire)
+    /// The task's phase.
+    pub fn phase(&self) -> Phase {
+        *self.0.phase.borrow()
     }
-    pub(crate) fn set_started(&self, started: bool) {
-        self.0.started.store(started, Ordering::Release);
-        if started {
+    pub fn subscribe_phase(&self) -> watch::Receiver<Phase> {
+        self.0.phase.subscribe()
+    }
+    /// Between the start hooks and the final save.
+    pub fn started(&self) -> bool {
+        self.phase().is_running()
+    }
+    /// Moves the phase (the task alone calls it). A move the table does
+    /// not allow is a bug: it is logged and not applied.
+    pub(crate) fn enter(&self, to: Phase) {
+        let from = self.phase();
+        if !from.can_become(to) {
+            tracing::error!(?from, ?to, "bug: lifecycle transition not in the table; ignored");
+            return;
+        }
+        if to == Phase::Starting {
             self.0.sleep_requested.store(false, Ordering::Release);
         }
+        self.0.phase.send_replace(to);
+    }
+
+    /// Whether client traffic may run now (the admission table of
+    /// [`super::lifecycle::admit`]), with this generation's specifier.
+    pub fn admit(&self) -> anyhow::Result<()> {
+        lifecycle::admit(self.phase(), self.is_lost(), self.destroy_requested())
+            .map_err(|err| err.with_actor(self.specifier()).into_anyhow())
     }
     pub fn destroy_requested(&self) -> bool {
         self.0.destroy_requested.load(Ordering::Acquire)
@@ -307,15 +337,11 @@ impl ActorContext {
 
     // --- saves ------------------------------------------------------------
 
-    pub(crate) fn set_save_interval(&self, interval: Duration) {
-        let _ = self.0.save_interval.set(interval);
-    }
 
     /// `requestSave`: persist soon (throttled). Returns the request's revision.
     /// A no-op once the generation stopped (a hint to a task that is gone).
     pub fn request_save(&self, options: SaveOptions) -> Option<u64> {
-        let interval = self.0.save_interval.get().copied().unwrap_or(Duration::from_secs(1));
-        self.0.saves.request(options, interval)
+        self.0.saves.request(options, self.0.save_interval)
     }
 
     /// `requestSaveAndWait`: resolves once a save covering this request is
@@ -342,8 +368,13 @@ impl ActorContext {
         &self.0.conns
     }
 
-    pub(crate) fn set_dispatch(&self, tx: tokio::sync::mpsc::Sender<super::task::DispatchCommand>) {
-        let _ = self.0.dispatch.set(tx);
+    /// The task's end of the traffic queue: `None` after the first call.
+    pub(crate) fn take_dispatch_rx(&self) -> Option<tokio::sync::mpsc::Receiver<super::task::DispatchCommand>> {
+        self.0.dispatch_rx.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+
+    pub(crate) fn dispatch_sender(&self) -> &tokio::sync::mpsc::Sender<super::task::DispatchCommand> {
+        &self.0.dispatch
     }
 
     /// Ends a connection: removed at once (idempotent), its subscriptions
@@ -384,7 +415,7 @@ impl ActorContext {
     /// connect hooks run in the actor and it is registered on success.
     pub async fn connect_conn(&self, params: Vec<u8>, request: Option<super::HttpRequest>) -> anyhow::Result<super::Conn> {
         let conn = super::Conn::new(super::conn::new_id(), params, None, None);
-        let tx = self.0.dispatch.get().ok_or_else(|| catalog::actor_not_ready().into_anyhow())?;
+        let tx = &self.0.dispatch;
         let (reply, rx) = tokio::sync::oneshot::channel();
         tx.try_send(super::task::DispatchCommand::Connect { conn: conn.clone(), request, reply })
             .map_err(|_| catalog::actor_not_ready().into_anyhow())?;
@@ -500,7 +531,7 @@ impl std::fmt::Debug for ActorContext {
 impl ActorContext {
     /// Puts a command straight into the task's traffic queue.
     pub(crate) fn dispatch_for_test(&self, cmd: super::task::DispatchCommand) -> bool {
-        self.0.dispatch.get().is_some_and(|tx| tx.try_send(cmd).is_ok())
+        self.0.dispatch.try_send(cmd).is_ok()
     }
 
     /// A context for tests, backed by an in-memory link.
@@ -525,6 +556,7 @@ impl ActorContext {
             },
             CancellationToken::new(),
             link,
+            &super::ActorConfig::default(),
         )
     }
 }

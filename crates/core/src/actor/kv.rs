@@ -532,6 +532,7 @@ mod tests {
             },
             CancellationToken::new(),
             link.clone(),
+            &crate::actor::ActorConfig::default(),
         );
         let hold = ctx.hold_generation();
         Fixture { link, kv: ActorKv::new(ctx.clone()), ctx, _hold: hold }

@@ -14,6 +14,7 @@ pub mod factory;
 pub mod hooks;
 pub mod key;
 pub mod kv;
+pub mod lifecycle;
 pub mod link;
 pub mod save;
 pub mod schedule;

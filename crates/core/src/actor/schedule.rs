@@ -66,6 +66,13 @@ impl Default for Schedule {
 }
 
 impl Schedule {
+    /// At most `limit` pending events (`maxSchedules`).
+    pub(crate) fn with_limit(limit: usize) -> Self {
+        let schedule = Self::default();
+        schedule.set_limit(limit);
+        schedule
+    }
+
     pub(crate) fn set_limit(&self, limit: usize) {
         self.limit.store(limit.max(1), std::sync::atomic::Ordering::Relaxed);
     }

@@ -1,7 +1,7 @@
 //! Admission of client traffic (spec generations §4, `active_actor`).
 
-use super::{start, Dispatcher, InstanceRecord};
-use crate::actor::{ActorTaskHandle, ShutdownKind};
+use super::{start, Dispatcher};
+use crate::actor::ActorTaskHandle;
 use crate::error::catalog;
 
 impl Dispatcher {
@@ -16,23 +16,9 @@ impl Dispatcher {
             .current(actor_id)
             .and_then(|g| state.started_record(&super::InstanceKey::new(actor_id, g)))
             .ok_or_else(|| catalog::actor_not_found("instance", actor_id).into_anyhow())?;
-        let ctx = record.context();
-        let live = ctx.started() && !ctx.is_lost();
-        let refusal = match record {
-            InstanceRecord::Active(_) if live && !ctx.destroy_requested() => None,
-            InstanceRecord::Active(_) if ctx.destroy_requested() => Some(catalog::actor_destroying()),
-            InstanceRecord::Active(_) if ctx.sleep_requested() || ctx.is_lost() => Some(catalog::actor_stopping(None)),
-            InstanceRecord::Active(_) => Some(catalog::actor_starting()),
-            // Race 13: a destroy during sleep grace leaves the record as is
-            // but refuses new work.
-            InstanceRecord::Stopping { .. } if ctx.destroy_requested() => Some(catalog::actor_destroying()),
-            InstanceRecord::Stopping { kind: ShutdownKind::Sleep, .. } if live => None,
-            InstanceRecord::Stopping { kind: ShutdownKind::Sleep, .. } => Some(catalog::actor_stopping(None)),
-            InstanceRecord::Stopping { kind: ShutdownKind::Destroy, .. } => Some(catalog::actor_destroying()),
-        };
-        match refusal {
-            None => Ok(record.handle().clone()),
-            Some(err) => Err(err.with_actor(ctx.specifier()).into_anyhow()),
-        }
+        // Which generation: the routing pointer. Whether it may take the
+        // work: its own phase and signals (one table, `actor::lifecycle`).
+        record.context().admit()?;
+        Ok(record.handle().clone())
     }
 }

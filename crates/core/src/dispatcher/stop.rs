@@ -47,6 +47,10 @@ impl Dispatcher {
                 }
                 Some(Generation::Started(record)) => {
                     let handle = record.handle().clone();
+                    if kind == ShutdownKind::Destroy {
+                        // Refused from now on, before the task hears of it.
+                        handle.context().mark_destroy_requested();
+                    }
                     match record {
                         InstanceRecord::Active(_) => *record = InstanceRecord::Stopping { handle: handle.clone(), kind },
                         InstanceRecord::Stopping { kind: current, .. } => {

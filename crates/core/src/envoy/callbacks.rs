@@ -86,7 +86,9 @@ impl EnvoyCallbacks for RegistryCallbacks {
             region: self.region.clone(),
             input: config.input,
         };
-        let ctx = ActorContext::new(identity, lost, Arc::new(EnvoyLink(handle)));
+        // Built once its type is known: its limits and intervals come with it.
+        let actor_config = dispatcher.factory(&config.name).map(|f| f.config.clone()).unwrap_or_default();
+        let ctx = ActorContext::new(identity, lost, Arc::new(EnvoyLink(handle)), &actor_config);
         async move {
             tracing::debug!(actor_id = %ctx.actor_id(), generation = ctx.generation(), name = %config.name, "actor start");
             let result = dispatcher.start_actor(&config.name, ctx.clone()).await;

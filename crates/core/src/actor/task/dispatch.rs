@@ -5,25 +5,16 @@ use futures::future::BoxFuture;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
-use super::commands::{DispatchCommand, ShutdownKind};
-use super::{ActorTask, Phase};
+use super::commands::DispatchCommand;
+use super::ActorTask;
 use crate::actor::HttpResponse;
 use crate::error::{catalog, RivetError};
 
 impl ActorTask {
-    /// Admission inside the task (spec generations §4, last paragraph).
+    /// Admission again as the command arrives (the phase may have moved
+    /// since the dispatcher admitted it).
     fn admit(&self) -> anyhow::Result<()> {
-        if self.ctx.is_lost() {
-            return Err(catalog::actor_stopping(None).into_anyhow());
-        }
-        if self.ctx.destroy_requested() {
-            return Err(catalog::actor_destroying().into_anyhow());
-        }
-        match self.phase {
-            Phase::Started | Phase::Grace(ShutdownKind::Sleep) => Ok(()),
-            Phase::Grace(ShutdownKind::Destroy) => Err(catalog::actor_stopping(None).into_anyhow()),
-            Phase::Loading => Err(catalog::actor_not_ready().into_anyhow()),
-        }
+        self.ctx.admit()
     }
 
     pub(super) fn handle_dispatch(&mut self, cmd: DispatchCommand) {

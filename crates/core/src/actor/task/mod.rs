@@ -7,8 +7,9 @@
 //! `select!` is biased: the lost signal first, then lifecycle commands, then
 //! traffic, so a stop is never starved by a busy actor.
 //!
-//! Phases: `Loading → Started → Grace(Sleep|Destroy) → Finalizing →
-//! Terminated`. During sleep grace client traffic is still served
+//! Its phase (`Created → Starting → Started → Stopping(kind) → Finalizing →
+//! Stopped`, see [`crate::actor::lifecycle`]) is published in the context,
+//! not kept here. During sleep grace client traffic is still served
 //! (invariant I10); during destroy grace it is refused.
 
 mod alarm;
@@ -29,19 +30,13 @@ use tokio::time::Instant;
 pub use commands::{DispatchCommand, LifecycleCommand, ShutdownKind};
 pub use handle::ActorTaskHandle;
 
+use super::lifecycle::Phase;
 use super::{ActorContext, ActorFactory, GenerationHold, LifecycleHook};
 use crate::error::catalog;
 
 /// How long a lost generation may take to tear down (spec: 2 s).
 pub const LOST_SHUTDOWN_GRACE_PERIOD: Duration = Duration::from_secs(2);
 const LIFECYCLE_QUEUE_CAPACITY: usize = 8;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Phase {
-    Loading,
-    Started,
-    Grace(ShutdownKind),
-}
 
 struct Grace {
     kind: ShutdownKind,
@@ -57,7 +52,6 @@ pub(crate) struct ActorTask {
     lifecycle_rx: mpsc::Receiver<LifecycleCommand>,
     dispatch_rx: mpsc::Receiver<DispatchCommand>,
     inflight: JoinSet<()>,
-    phase: Phase,
     grace: Option<Grace>,
     /// When the idle actor asks to sleep; `None` while busy.
     sleep_deadline: Option<Instant>,
@@ -72,17 +66,15 @@ pub(crate) struct ActorTask {
 /// unfinished until the task has fully exited.
 pub fn spawn_actor_task(ctx: ActorContext, factory: ActorFactory, hold: GenerationHold) -> ActorTaskHandle {
     let (lifecycle_tx, lifecycle_rx) = mpsc::channel(LIFECYCLE_QUEUE_CAPACITY);
-    let (dispatch_tx, dispatch_rx) = mpsc::channel(factory.config.dispatch_queue_capacity.max(1));
-    ctx.set_save_interval(factory.config.state_save_interval);
-    ctx.schedule().set_limit(factory.config.max_schedules);
-    ctx.set_dispatch(dispatch_tx.clone());
+    let dispatch_tx = ctx.dispatch_sender().clone();
+    // A context serves one task; a second spawn gets a closed queue.
+    let dispatch_rx = ctx.take_dispatch_rx().unwrap_or_else(|| mpsc::channel(1).1);
     let task = ActorTask {
         ctx: ctx.clone(),
         factory: factory.clone(),
         lifecycle_rx,
         dispatch_rx,
         inflight: JoinSet::new(),
-        phase: Phase::Loading,
         grace: None,
         sleep_deadline: None,
         saving: None,
@@ -121,13 +113,14 @@ impl ActorTask {
         let mut conns = self.ctx.conns().subscribe_count();
         loop {
             let grace_deadline = self.grace.as_ref().map(|g| g.deadline);
-            let accepting = matches!(self.phase, Phase::Started | Phase::Grace(_));
+            let phase = self.ctx.phase();
+            let accepting = matches!(phase, Phase::Started | Phase::Stopping(_));
             // Saves also run during destroy grace (unlike the reference), so
             // a hook that awaits a save there cannot deadlock the shutdown.
             let save_deadline = self.ctx.saves().deadline().filter(|_| accepting && self.saving.is_none());
             let wake_at = self.ctx.next_wake();
-            let alarm_deadline = alarm::instant_of(wake_at).filter(|_| self.phase == Phase::Started);
-            let sleep_deadline = self.sleep_deadline.filter(|_| self.phase == Phase::Started);
+            let alarm_deadline = alarm::instant_of(wake_at).filter(|_| phase == Phase::Started);
+            let sleep_deadline = self.sleep_deadline.filter(|_| phase == Phase::Started);
             tokio::select! {
                 biased;
                 _ = lost.cancelled() => {
@@ -143,7 +136,7 @@ impl ActorTask {
                     // The dispatcher dropped the handle: nobody can stop us
                     // any more, so wind down as a sleep would.
                     None => {
-                        if self.phase == Phase::Loading {
+                        if phase == Phase::Created {
                             return;
                         }
                         if self.grace.is_none() {
@@ -169,7 +162,7 @@ impl ActorTask {
                 }
                 _ = poll_opt(&mut self.saving), if self.saving.is_some() => self.saving = None,
                 result = poll_run(&mut self.run), if self.run.is_some() => self.on_run_exit(result),
-                _ = self.ctx.run_restart_requested(), if self.phase == Phase::Started && self.run.is_none() => self.start_run(),
+                _ = self.ctx.run_restart_requested(), if phase == Phase::Started && self.run.is_none() => self.start_run(),
                 _ = self.ctx.saves().changed() => {}
                 _ = sleep_until_opt(save_deadline), if save_deadline.is_some() => self.start_save(),
                 _ = alarm.changed() => {}
@@ -215,7 +208,7 @@ impl ActorTask {
     /// Spec actor-task §5.1: idle means started, sleep allowed, nothing in
     /// flight and no keep-awake region open.
     fn can_sleep(&self) -> bool {
-        self.phase == Phase::Started
+        self.ctx.phase() == Phase::Started
             && !self.factory.config.no_sleep
             && !self.ctx.sleep_requested()
             && self.inflight.is_empty()
@@ -238,14 +231,13 @@ impl ActorTask {
         use std::ops::ControlFlow;
         match cmd {
             LifecycleCommand::Start { reply } => {
-                if self.phase != Phase::Loading {
+                if self.ctx.phase() != Phase::Created {
                     let _ = reply.send(Err(catalog::actor_not_ready().into_anyhow()));
                     return ControlFlow::Continue(());
                 }
                 match self.start().await {
                     Ok(()) => {
-                        self.phase = Phase::Started;
-                        self.ctx.set_started(true);
+                        self.ctx.enter(Phase::Started);
                         self.start_run();
                         let _ = reply.send(Ok(()));
                         ControlFlow::Continue(())
@@ -258,12 +250,9 @@ impl ActorTask {
                 }
             }
             LifecycleCommand::Stop { kind, reply } => {
-                match self.phase {
-                    Phase::Loading => {
-                        let _ = reply.send(Err(catalog::actor_not_ready().into_anyhow()));
-                    }
+                match self.ctx.phase() {
                     Phase::Started => self.begin_grace(kind, Some(reply)),
-                    Phase::Grace(current) => {
+                    Phase::Stopping(current) => {
                         if current != kind {
                             tracing::warn!(?current, requested = ?kind, "second stop with a different reason during grace");
                         }
@@ -272,6 +261,10 @@ impl ActorTask {
                         if let Some(grace) = self.grace.as_mut() {
                             grace.replies.push(reply);
                         }
+                    }
+                    // Before the start (or while finishing): nothing to stop here.
+                    Phase::Created | Phase::Starting | Phase::Finalizing | Phase::Stopped => {
+                        let _ = reply.send(Err(catalog::actor_not_ready().into_anyhow()));
                     }
                 }
                 ControlFlow::Continue(())

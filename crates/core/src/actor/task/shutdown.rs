@@ -18,7 +18,7 @@ impl ActorTask {
     /// The run loop keeps serving (sleep) traffic until the hook and the
     /// in-flight work are done or the grace deadline passes.
     pub(super) fn begin_grace(&mut self, kind: ShutdownKind, reply: Option<Reply<()>>) {
-        self.phase = Phase::Grace(kind);
+        self.ctx.enter(Phase::Stopping(kind));
         if kind == ShutdownKind::Destroy {
             self.ctx.mark_destroy_requested();
         }
@@ -63,7 +63,7 @@ impl ActorTask {
     /// Final save, then the write fence closes (a handle kept by user code
     /// can no longer write), then every stop that waited is answered.
     pub(super) async fn finish_shutdown(&mut self) {
-        self.ctx.set_started(false);
+        self.ctx.enter(Phase::Finalizing);
         let kind = self.grace.as_ref().map(|g| g.kind);
         // The final save covers every request made before it began.
         let revision = self.ctx.saves().begin_save();
@@ -85,6 +85,7 @@ impl ActorTask {
         }
         self.ctx.saves().finish_save(revision, &result);
         self.ctx.end_writes().await;
+        self.ctx.enter(Phase::Stopped);
         tracing::debug!(?kind, "actor stopped");
         self.reply_to_stops(result);
     }
@@ -92,7 +93,7 @@ impl ActorTask {
     /// Lost: no user hooks, no writes, everything bounded by 2 s.
     pub(super) async fn abort_lost(&mut self) {
         tracing::info!("generation lost; tearing down without hooks");
-        self.ctx.set_started(false);
+        self.ctx.enter(Phase::Stopped);
         self.ctx.abort_token().cancel();
         if let Some(grace) = self.grace.as_mut() {
             grace.hook = None;

@@ -1,6 +1,7 @@
 //! The start sequence of one generation (spec actor-task §3, §3.1).
 
 use super::{with_timeout, ActorTask};
+use crate::actor::lifecycle::Phase;
 use crate::actor::{schedule, storage, ActorContext, ActorFactory, LifecycleHook};
 use crate::error::catalog;
 
@@ -14,14 +15,14 @@ impl ActorTask {
         }
         // Started before the hooks run, like the reference: `ctx.sleep()`
         // from inside `onWake` is allowed.
-        self.ctx.set_started(true);
+        self.ctx.enter(Phase::Starting);
         let result = tokio::select! {
             biased;
             _ = lost.cancelled() => Err(catalog::actor_stopping(Some("declared lost before it started")).into_anyhow()),
             result = run_start_hooks(self.ctx.clone(), self.factory.clone()) => result,
         };
         if result.is_err() {
-            self.ctx.set_started(false);
+            self.ctx.enter(Phase::Stopped);
         }
         result.map_err(|err| err.context(self.ctx.specifier()))
     }

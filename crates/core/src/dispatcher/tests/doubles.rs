@@ -191,6 +191,7 @@ pub struct Harness {
     pub hooks: TestHooks,
     pub gates: StartGates,
     pub link: Arc<MemoryLink>,
+    pub config: ActorConfig,
 }
 
 impl Harness {
@@ -201,9 +202,9 @@ impl Harness {
     pub fn with_config(config: ActorConfig) -> Self {
         let hooks = TestHooks::default();
         let gates = StartGates::default();
-        let factory = ActorFactory::new(config, Arc::new(hooks.clone()));
+        let factory = ActorFactory::new(config.clone(), Arc::new(hooks.clone()));
         let dispatcher = Dispatcher::with_start_gate(HashMap::from([(NAME.to_string(), factory)]), gates.as_start_gate());
-        Self { dispatcher, hooks, gates, link: Arc::new(MemoryLink::default()) }
+        Self { dispatcher, hooks, gates, link: Arc::new(MemoryLink::default()), config }
     }
 
     pub fn ctx(&self, generation: u32) -> ActorContext {
@@ -218,6 +219,7 @@ impl Harness {
             },
             CancellationToken::new(),
             self.link.clone(),
+            &self.config,
         )
     }
 

@@ -48,7 +48,7 @@ async fn started_dispatcher() -> Arc<Dispatcher> {
         max_outgoing_message_size: 128,
         ..ActorConfig::default()
     };
-    let factory = ActorFactory::new(config, Arc::new(Actions));
+    let factory = ActorFactory::new(config.clone(), Arc::new(Actions));
     let dispatcher = Dispatcher::new(HashMap::from([("counter".to_string(), factory)]));
     let ctx = ActorContext::new(
         ActorIdentity {
@@ -61,6 +61,7 @@ async fn started_dispatcher() -> Arc<Dispatcher> {
         },
         CancellationToken::new(),
         Arc::new(MemoryLink::default()),
+        &config,
     );
     dispatcher.start_actor("counter", ctx).await.expect("start");
     dispatcher
