@@ -3,20 +3,15 @@
 //! The engine may run one actor id many times; each run is a generation.
 //! Starts, stops and client traffic for different generations can arrive in
 //! any order (start callbacks run in independent tasks, stops can beat their
-//! start). The dispatcher keeps four maps, all keyed by (actor id,
-//! generation) except the routing pointer, and applies the rules of
-//! `spec/generations.md` so that no command meant for one generation ever
-//! affects another:
+//! start). The dispatcher keeps one state per (actor id, generation)
+//! (starting with its parked stop, stop before start, started, failed:
+//! [`state`] has the transition table) and the routing pointer per actor
+//! id, and applies the rules of `docs/generations.md` so that no command
+//! meant for one generation ever affects another. The generation's own
+//! phase is not kept here: its task publishes it in the context
+//! ([`crate::actor::lifecycle`]).
 //!
-//! - `starting`: a start is in progress;
-//! - `instances`: started, `Active` or `Stopping`;
-//! - `current`: newest registered generation per actor id, the only routing target;
-//! - `pending_stops`: stops that arrived before their generation registered;
-//! - `failed`: per actor id, the newest generation whose start hooks failed
-//!   (see `start.rs`): the engine was told it started, its traffic is
-//!   answered with the start error until it is stopped.
-//!
-//! The maps live behind one `std::sync::Mutex` that is never held across an
+//! The state lives behind one `std::sync::Mutex` that is never held across an
 //! `.await`; every background job is spawned on a `TaskTracker` so shutdown
 //! can wait for it.
 
