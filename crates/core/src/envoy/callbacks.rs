@@ -48,14 +48,9 @@ fn stop_reason(reason: protocol::StopActorReason) -> StopReason {
 }
 
 impl EnvoyCallbacks for RegistryCallbacks {
-    fn on_connect(&self, handle: EnvoyHandle) {
-        let changed = super::nodelay::set_nodelay_to(handle.endpoint());
-        tracing::debug!(changed, "TCP_NODELAY set on the engine connection");
-        if std::env::var("RIVETKIT_ENGINE_QUICKACK").as_deref() != Ok("0") {
-            let endpoint = handle.endpoint().to_string();
-            self.dispatcher.tracker().spawn(super::nodelay::keep_quickack(endpoint, move || handle.is_stopped()));
-        }
-    }
+    // Socket options (TCP_NODELAY, quick ACKs) are set by the envoy client
+    // itself on its own socket: see the patch in vendor/rivet-envoy-client.
+    fn on_connect(&self, _handle: EnvoyHandle) {}
 
     fn on_actor_start(
         &self,

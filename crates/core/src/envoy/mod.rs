@@ -6,7 +6,6 @@
 
 mod callbacks;
 mod link;
-pub mod nodelay;
 
 pub use callbacks::RegistryCallbacks;
 pub use link::EnvoyLink;

@@ -125,9 +125,12 @@ async fn single_connection(
 		.body(())
 		.map_err(|e| anyhow::anyhow!("failed to build ws request: {e}"))?;
 
+	// rivetkit-native patch: Nagle off on the envoy socket (`disable_nagle`),
+	// and quick ACKs re-armed after every read (see `quickack`).
 	let (ws_stream, _) =
-		tokio_tungstenite::connect_async_with_config(request, Some(websocket_config()), false)
+		tokio_tungstenite::connect_async_with_config(request, Some(websocket_config()), true)
 			.await?;
+	let quickack = quickack::Rearm::of(ws_stream.get_ref());
 	let (mut write, mut read) = ws_stream.split();
 
 	// TODO: Bound shared WebSocket writer memory across protocol message types.
@@ -224,6 +227,7 @@ async fn single_connection(
 			}
 		};
 		let Some(msg) = msg else { break };
+		quickack.rearm();
 		match msg {
 			Ok(tungstenite::Message::Binary(data)) => {
 				crate::utils::inject_latency(debug_latency_ms).await;
@@ -360,5 +364,57 @@ mod tests {
 		assert_eq!(data.len(), FRAME_SIZE);
 		assert!(data.iter().all(|&byte| byte == FRAME_BYTE));
 		server.await.unwrap();
+	}
+}
+
+/// rivetkit-native patch: quick ACKs on the envoy socket.
+///
+/// The engine writes small frames back to back; with delayed ACKs the
+/// second one can wait up to 40 ms for our ACK of the first. Linux leaves
+/// quick-ACK mode on its own, so it is re-armed after each read, on this
+/// connection's socket only.
+mod quickack {
+	use tokio_tungstenite::MaybeTlsStream;
+
+	pub struct Rearm(#[allow(dead_code)] Option<i32>);
+
+	impl Rearm {
+		#[cfg(target_os = "linux")]
+		pub fn of(stream: &MaybeTlsStream<tokio::net::TcpStream>) -> Self {
+			use std::os::fd::AsRawFd;
+			let fd = match stream {
+				MaybeTlsStream::Plain(s) => Some(s.as_raw_fd()),
+				MaybeTlsStream::Rustls(s) => Some(s.get_ref().0.as_raw_fd()),
+				_ => None,
+			};
+			let this = Self(fd);
+			this.rearm();
+			this
+		}
+
+		#[cfg(not(target_os = "linux"))]
+		pub fn of(_stream: &MaybeTlsStream<tokio::net::TcpStream>) -> Self {
+			Self(None)
+		}
+
+		/// The socket lives as long as the connection's read half, which
+		/// outlives every call (they are made from its read loop).
+		pub fn rearm(&self) {
+			#[cfg(target_os = "linux")]
+			if let Some(fd) = self.0 {
+				let on: libc::c_int = 1;
+				// SAFETY: `fd` is the connection's open socket; a failure
+				// (e.g. not TCP) is harmless and ignored.
+				unsafe {
+					libc::setsockopt(
+						fd,
+						libc::IPPROTO_TCP,
+						libc::TCP_QUICKACK,
+						&on as *const libc::c_int as *const libc::c_void,
+						std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+					);
+				}
+			}
+		}
 	}
 }
