@@ -1,7 +1,10 @@
 // Bench host: rivetkit-native serving the bench actors. Run by
 // bench/lib/host.mjs as a child process; talks to its parent over IPC.
 // BENCH_ADDON (a path to the package's index.js) selects another build of
-// the addon, e.g. a release build put elsewhere.
+// the addon, e.g. a release build put elsewhere. BENCH_ENGINE_SPAWN
+// (default `never`) is passed as `engineSpawn`: `auto` lets the host start
+// the engine itself, with the settings of crates/core/src/engine/plan.rs
+// (bench/recovery.mjs).
 //
 // Actors:
 //   counter  actions: increment(by) → count (state saved each call), get() → count
@@ -55,7 +58,7 @@ registry.register("chat", chat);
 const serving = registry.serve({
 	endpoint: process.env.BENCH_ENDPOINT,
 	poolName: process.env.BENCH_POOL,
-	engineSpawn: "never",
+	engineSpawn: process.env.BENCH_ENGINE_SPAWN ?? "never",
 });
 serving.catch((err) => {
 	console.error(`bench host: serve failed: ${err.message}`);

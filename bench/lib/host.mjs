@@ -62,11 +62,12 @@ function rivetkitEnv({ endpoint, pool, namespace = "default", token }) {
 
 /**
  * Forks host `impl` on `endpoint` with `pool` and returns at once:
- * `{impl, pid, child, spawnedAt, ready, exited, request, cpu, stop, kill}`.
+ * `{impl, pid, child, spawnedAt, ready, exited, request, cpu, stop, kill}`;
+ * `env` is added to the host's environment.
  * `ready` resolves on the host's {type: "ready"} (rejects if it exits
  * first or after `readyTimeoutMs`); `exited` resolves to `{code, signal, at}`.
  */
-export function spawnHost({ impl = "native", endpoint, pool, token, readyTimeoutMs = 60_000 }) {
+export function spawnHost({ impl = "native", endpoint, pool, token, env = {}, readyTimeoutMs = 60_000 }) {
 	const spec = HOSTS[impl];
 	if (!spec) throw new Error(`unknown host ${impl}; known: ${Object.keys(HOSTS).join(", ")}`);
 	const spawnedAt = performance.now();
@@ -78,6 +79,7 @@ export function spawnHost({ impl = "native", endpoint, pool, token, readyTimeout
 			RIVET_LOG_LEVEL: process.env.RIVET_LOG_LEVEL ?? "warn",
 			// This machine sets RUST_BACKTRACE=1; production hosts do not.
 			RUST_BACKTRACE: "0",
+			...env,
 		},
 		stdio: ["ignore", "inherit", "inherit", "ipc"],
 	});

@@ -112,11 +112,31 @@ fn url_host(ip: IpAddr) -> String {
     }
 }
 
+/// How often an engine we start pings each envoy (its default is 3000).
+pub const ENVOY_PING_INTERVAL_MS: u32 = 1000;
+/// How long without a ping before an engine we start stops placing actors
+/// on an envoy.
+pub const ENVOY_ELIGIBLE_THRESHOLD_MS: u32 = 3000;
+/// How long without a ping before an engine we start declares an envoy's
+/// actors lost (its default is 15000).
+pub const ENVOY_LOST_THRESHOLD_MS: u32 = 5000;
+
+// Our envoy stops its actors once no ping came for the lost threshold minus
+// min(3 s, threshold / 2): that must leave room for a lost ping, and
+// eligibility must end before actors are declared lost.
+const _: () = {
+    let half = ENVOY_LOST_THRESHOLD_MS / 2;
+    let margin = if half < 3000 { half } else { 3000 };
+    assert!(ENVOY_LOST_THRESHOLD_MS - margin >= 2 * ENVOY_PING_INTERVAL_MS);
+    assert!(ENVOY_ELIGIBLE_THRESHOLD_MS >= 2 * ENVOY_PING_INTERVAL_MS);
+    assert!(ENVOY_ELIGIBLE_THRESHOLD_MS < ENVOY_LOST_THRESHOLD_MS);
+};
+
 /// The engine's environment (spec §6.2). Added on top of the inherited
 /// environment, so a user's own `RIVET__*` settings not listed here still apply.
 pub fn engine_env(plan: &EnginePlan, dirs: &EngineDirs, env: Env<'_>) -> Vec<(String, String)> {
     let host = plan.bind_host.clone();
-    let pairs: [(&str, String); 18] = [
+    let pairs: [(&str, String); 19] = [
         ("RIVET__GUARD__HOST", host.clone()),
         ("RIVET__GUARD__PORT", plan.guard_port.to_string()),
         ("RIVET__API_PEER__HOST", host.clone()),
@@ -136,8 +156,23 @@ pub fn engine_env(plan: &EnginePlan, dirs: &EngineDirs, env: Env<'_>) -> Vec<(St
         ("RIVET__PEGBOARD__BASE_RETRY_TIMEOUT", "100".into()),
         ("RIVET__PEGBOARD__RUNNER_ELIGIBLE_THRESHOLD", "5000".into()),
         ("RIVET__PEGBOARD__RUNNER_LOST_THRESHOLD", "7000".into()),
-        ("RIVET__PEGBOARD__ENVOY_ELIGIBLE_THRESHOLD", "5000".into()),
-        ("RIVET__PEGBOARD__ENVOY_LOST_THRESHOLD", "7000".into()),
+        // Lost-envoy detection, which bounds how long the actors of a crashed
+        // host stay unreachable (README "Recovery after a crash"). The engine
+        // refreshes an envoy's liveness stamp with every ping it sends it
+        // (every `ENVOY_UPDATE_PING_INTERVAL`), and each running actor
+        // re-checks that stamp once per `ENVOY_LOST_THRESHOLD`: after a
+        // SIGKILL its actors come back between threshold - ping interval and
+        // twice the threshold later. Measured (bench/recovery.mjs, 10 actors):
+        // 7.4 / 9.5 / 12.7 s (min / median / max) with 7000 and the engine's
+        // 3000 ms pings, 5.3 / 6.4 / 7.4 s with these.
+        // Our envoy stops its own actors when no ping came for the threshold
+        // minus min(3 s, threshold / 2): 2.5 s here, i.e. one ping may be lost
+        // and the next 500 ms late (with 7000 / 3000 it was 4 s, 1 s of
+        // slack). Eligibility for new actors must end before the lost check
+        // fires, or a woken actor can be placed on the dead envoy again.
+        ("RIVET__PEGBOARD__ENVOY_UPDATE_PING_INTERVAL", ENVOY_PING_INTERVAL_MS.to_string()),
+        ("RIVET__PEGBOARD__ENVOY_ELIGIBLE_THRESHOLD", ENVOY_ELIGIBLE_THRESHOLD_MS.to_string()),
+        ("RIVET__PEGBOARD__ENVOY_LOST_THRESHOLD", ENVOY_LOST_THRESHOLD_MS.to_string()),
         ("RIVET__PEGBOARD__MIN_METADATA_POLL_INTERVAL", "1000".into()),
         ("RIVET__FEATURES__GUARD_GATEWAY_V3__MODE", "on".into()),
         (
@@ -285,7 +320,9 @@ mod tests {
             env["RIVET__FILE_SYSTEM__PATH"],
             "/r/.rivetkit/var/engine/db"
         );
-        assert_eq!(env["RIVET__PEGBOARD__ENVOY_LOST_THRESHOLD"], "7000");
+        assert_eq!(env["RIVET__PEGBOARD__ENVOY_LOST_THRESHOLD"], "5000");
+        assert_eq!(env["RIVET__PEGBOARD__ENVOY_UPDATE_PING_INTERVAL"], "1000");
+        assert_eq!(env["RIVET__PEGBOARD__ENVOY_ELIGIBLE_THRESHOLD"], "3000");
         assert_eq!(env["RIVET__FEATURES__GUARD_GATEWAY_V3__MODE"], "on");
         assert_eq!(env["RIVET__RUNTIME__FORCE_SHUTDOWN_DURATION"], "2");
 
