@@ -83,24 +83,81 @@ export declare class ActorContext {
   /** An `AbortSignal` that aborts when the generation begins to stop. */
   abortSignal(): AbortSignal
   /**
-   * The actor's SQLite database. Not supported yet: the handle exists,
-   * its statements reject with `rivetkit-native.unsupported`.
-   */
-  sql(): JsNativeDatabase
-  /**
-   * Scheduled actions and cron jobs. Not supported yet: the handle
-   * exists, its methods reject with `rivetkit-native.unsupported`.
+   * Scheduled actions (`after`, `at`, `cancel`, `get`, `list`); its cron
+   * methods reject with `rivetkit-native.unsupported`.
    */
   schedule(): Schedule
+  /**
+   * Resolves once this generation has stopped (or was lost); after
+   * `destroy()` that is when the destroy is done.
+   */
+  waitForDestroyCompletion(): Promise<void>
+  /** A keep-awake region for a WebSocket callback (as `beginKeepAwake`). */
+  beginWebsocketCallback(): number
+  endWebsocketCallback(regionId: number): void
+  /**
+   * Calls `predicate(conn)` for every live connection (synchronously,
+   * now) and disconnects those for which it returns a truthy value. A
+   * throw from the predicate is thrown from this call.
+   */
+  disconnectConns(predicate: (conn: ConnHandle) => unknown): Promise<void>
+  /**
+   * A plain object private to this generation: the same object on every
+   * call (and every handle) until `clearRuntimeState()`.
+   */
+  runtimeState(): Record<string, unknown>
+  /** Forgets this generation's `runtimeState()` object. */
+  clearRuntimeState(): void
+  /** No-op (state-change hooks are driven by the TypeScript runtime). */
+  beginOnStateChange(): void
+  /** No-op, see `beginOnStateChange`. */
+  endOnStateChange(): void
+  /** No-op: hibernatable connections are persisted by `saveState`. */
+  queueHibernationRemoval(connId: string): void
+  /** Always `false` (see `queueHibernationRemoval`). */
+  hasPendingHibernationChanges(): boolean
+  /** Always empty (see `queueHibernationRemoval`). */
+  takePendingHibernationChanges(): Array<string>
+  /** Always empty (see `queueHibernationRemoval`). */
+  dirtyHibernatableConns(): Array<ConnHandle>
+  /** Deprecated no-op: use `beginKeepAwake`/`endKeepAwake`. */
+  setPreventSleep(preventSleep: boolean): void
+  /** Always `false` (see `setPreventSleep`). */
+  preventSleep(): boolean
+  /**
+   * Clearing (no argument) resolves; setting a run wake time is not
+   * supported yet and rejects with `rivetkit-native.unsupported`.
+   */
+  setRunWakeAt(timestampMs?: number | undefined | null): Promise<void>
+  /**
+   * Resolves `true` at once: tracked work (`waitUntil`, `keepAwake`,
+   * `registerTask`) is awaited by the core's own stop sequence.
+   */
+  waitForTrackedShutdownWork(): Promise<boolean>
+  /** Resolves at once, see `waitForTrackedShutdownWork`. */
+  waitForTrackedShutdownWorkUnbounded(): Promise<void>
+  /** Not supported yet: rejects with `rivetkit-native.unsupported`. */
+  provisionActorRuntimeSocket(): Promise<JsActorRuntimeSocketEndpointInfo>
+  /** Not supported yet: throws `rivetkit-native.unsupported`. */
+  decodeInspectorRequest(bytes: Buffer, advertisedVersion: number): Buffer
+  /** Not supported yet: throws `rivetkit-native.unsupported`. */
+  encodeInspectorResponse(bytes: Buffer, targetVersion: number): Buffer
+  /** Not supported yet: throws `rivetkit-native.unsupported`. */
+  inspectorSnapshot(): JsInspectorSnapshot
+  /** Not supported yet: rejects with `rivetkit-native.unsupported`. */
+  verifyInspectorAuth(bearerToken?: string | undefined | null): Promise<void>
   /**
    * The actor's message queue. Not supported yet: the handle exists,
    * its methods reject with `rivetkit-native.unsupported`.
    */
   queue(): Queue
-  /** No-op (state-change hooks are driven by the TypeScript runtime). */
-  beginOnStateChange(): void
-  /** No-op, see `beginOnStateChange`. */
-  endOnStateChange(): void
+  /**
+   * The actor's SQLite database. Not supported yet: the handle exists,
+   * its statements reject with `rivetkit-native.unsupported`.
+   */
+  sql(): JsNativeDatabase
+  /** Not supported yet (needs SQLite): rejects with `rivetkit-native.unsupported`. */
+  beginStateTransaction(timeoutMs?: number | undefined | null): Promise<JsActorStateTransaction>
   /** Without tracing: a handle on the same generation. */
   withApplicationSpan(traceparent?: string | undefined | null, tracestate?: string | undefined | null): ActorContext
   /** Always `null`: no invocation tracing yet. */
@@ -112,64 +169,7 @@ export declare class ActorContext {
   /** Always `null` (tracing disabled). */
   startWorkflowStepSpan(stepName: string, attempt: number): WorkflowStepSpan | null
   /** Not supported yet: rejects with `rivetkit-native.unsupported`. */
-  provisionActorRuntimeSocket(): Promise<JsActorRuntimeSocketEndpointInfo>
-  /** Not supported yet: throws `rivetkit-native.unsupported`. */
-  decodeInspectorRequest(bytes: Buffer, advertisedVersion: number): Buffer
-  /** Not supported yet: throws `rivetkit-native.unsupported`. */
-  encodeInspectorResponse(bytes: Buffer, targetVersion: number): Buffer
-  /** Not supported yet: throws `rivetkit-native.unsupported`. */
-  inspectorSnapshot(): JsInspectorSnapshot
-  /** Not supported yet: rejects with `rivetkit-native.unsupported`. */
-  verifyInspectorAuth(bearerToken?: string | undefined | null): Promise<void>
-  /** No-op: hibernatable connections are persisted by `saveState`. */
-  queueHibernationRemoval(connId: string): void
-  /** Always `false` (see `queueHibernationRemoval`). */
-  hasPendingHibernationChanges(): boolean
-  /** Always empty (see `queueHibernationRemoval`). */
-  takePendingHibernationChanges(): Array<string>
-  /** Always empty (see `queueHibernationRemoval`). */
-  dirtyHibernatableConns(): Array<ConnHandle>
-  /** Not supported yet (needs SQLite): rejects with `rivetkit-native.unsupported`. */
-  beginStateTransaction(timeoutMs?: number | undefined | null): Promise<JsActorStateTransaction>
-  /** Not supported yet: rejects with `rivetkit-native.unsupported`. */
   saveStateAndWorkflowBatch(writes: Array<WorkflowKvWritePayload>): Promise<void>
-  /**
-   * Resolves once this generation has stopped (or was lost); after
-   * `destroy()` that is when the destroy is done.
-   */
-  waitForDestroyCompletion(): Promise<void>
-  /** Deprecated no-op: use `beginKeepAwake`/`endKeepAwake`. */
-  setPreventSleep(preventSleep: boolean): void
-  /** Always `false` (see `setPreventSleep`). */
-  preventSleep(): boolean
-  /**
-   * Clearing (no argument) resolves; setting a run wake time is not
-   * supported yet and rejects with `rivetkit-native.unsupported`.
-   */
-  setRunWakeAt(timestampMs?: number | undefined | null): Promise<void>
-  /** A keep-awake region for a WebSocket callback (as `beginKeepAwake`). */
-  beginWebsocketCallback(): number
-  endWebsocketCallback(regionId: number): void
-  /**
-   * Calls `predicate(conn)` for every live connection (synchronously,
-   * now) and disconnects those for which it returns a truthy value. A
-   * throw from the predicate is thrown from this call.
-   */
-  disconnectConns(predicate: (conn: ConnHandle) => unknown): Promise<void>
-  /**
-   * Resolves `true` at once: tracked work (`waitUntil`, `keepAwake`,
-   * `registerTask`) is awaited by the core's own stop sequence.
-   */
-  waitForTrackedShutdownWork(): Promise<boolean>
-  /** Resolves at once, see `waitForTrackedShutdownWork`. */
-  waitForTrackedShutdownWorkUnbounded(): Promise<void>
-  /**
-   * A plain object private to this generation: the same object on every
-   * call (and every handle) until `clearRuntimeState()`.
-   */
-  runtimeState(): Record<string, unknown>
-  /** Forgets this generation's `runtimeState()` object. */
-  clearRuntimeState(): void
 }
 
 /** A cancellation signal shared between JavaScript and Rust. */

@@ -280,7 +280,7 @@ describe("raw WebSockets (onWebSocket)", () => {
 			// Engine 2.3.19's gateway checks UTF-8 itself: it fails the
 			// socket (1011 `core.internal_error#<ray>`) and tells the host
 			// the socket closed. The host's own 1007 path is covered by the
-			// core's unit tests (routing::websocket::raw).
+			// core's unit tests (actor::websocket).
 			assert.equal(info.code, 1011, `close reason "${info.reason}"`);
 		}
 		const close = await waitFor(() => eventsOf(open.connId).find((e) => e.kind === "close"), {

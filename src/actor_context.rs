@@ -2,11 +2,16 @@
 //!
 //! Each hook call hands JavaScript a fresh wrapper around the same core
 //! context (an `Arc`), so every method reads live state.
+//!
+//! Only what works is here. The methods of the `@rivetkit/rivetkit-napi`
+//! surface that are not built yet, or are no-ops, are `impl ActorContext`
+//! blocks in `crate::unsupported` (one per feature); napi-rs merges them
+//! into the one `ActorContext` class.
 
-use napi::bindgen_prelude::{Buffer, Function, Null, Object, ObjectRef, Promise, PromiseRaw, Unknown};
+use napi::bindgen_prelude::{Buffer, Function, Object, ObjectRef, Promise, PromiseRaw, Unknown};
 use rivetkit_native_core::actor::save::SaveOptions;
 
-use crate::hooks::Ignored;
+use crate::js_callback::Ignored;
 use napi::threadsafe_function::ThreadsafeFunctionCallMode;
 use napi::bindgen_prelude::JsObjectValue;
 use napi::{Env, JsValue};
@@ -300,7 +305,10 @@ impl ActorContext {
             abort.apply(controller, ())?;
             return Ok(signal);
         }
-        // Weak: a pending abort never keeps Node alive.
+        // Weak: a pending abort never keeps Node alive. Not a `JsCallback`:
+        // that calls `f(null, payload)` and awaits the answer, and
+        // `abort(null)` would make `signal.reason` null instead of the
+        // `AbortError` a bare `abort()` gives; nothing waits for this call.
         let bound = abort.bind(controller)?;
         let tsfn = bound.build_threadsafe_function().weak::<true>().build()?;
         let lost = self.inner.lost_token().clone();
@@ -314,133 +322,12 @@ impl ActorContext {
         let _ = signal.value();
         Ok(signal)
     }
-    // ---- Compatibility surface of `@rivetkit/rivetkit-napi@2.3.19` ----
-    // Features not built yet fail when used with
-    // `rivetkit-native.unsupported` (see `crate::unsupported`); harmless
-    // ones are no-ops.
 
-    /// The actor's SQLite database. Not supported yet: the handle exists,
-    /// its statements reject with `rivetkit-native.unsupported`.
-    #[napi]
-    pub fn sql(&self) -> crate::unsupported::sqlite::JsNativeDatabase {
-        crate::unsupported::sqlite::JsNativeDatabase {}
-    }
-
-    /// Scheduled actions and cron jobs. Not supported yet: the handle
-    /// exists, its methods reject with `rivetkit-native.unsupported`.
+    /// Scheduled actions (`after`, `at`, `cancel`, `get`, `list`); its cron
+    /// methods reject with `rivetkit-native.unsupported`.
     #[napi]
     pub fn schedule(&self) -> crate::schedule::Schedule {
         crate::schedule::Schedule { ctx: self.inner.clone() }
-    }
-
-    /// The actor's message queue. Not supported yet: the handle exists,
-    /// its methods reject with `rivetkit-native.unsupported`.
-    #[napi]
-    pub fn queue(&self) -> crate::unsupported::queue::Queue {
-        crate::unsupported::queue::Queue {}
-    }
-
-    /// No-op (state-change hooks are driven by the TypeScript runtime).
-    #[napi]
-    pub fn begin_on_state_change(&self) {}
-
-    /// No-op, see `beginOnStateChange`.
-    #[napi]
-    pub fn end_on_state_change(&self) {}
-
-    /// Without tracing: a handle on the same generation.
-    #[napi(ts_args_type = "traceparent?: string | undefined | null, tracestate?: string | undefined | null")]
-    pub fn with_application_span(&self) -> ActorContext {
-        ActorContext::from(self.inner.clone())
-    }
-
-    /// Always `null`: no invocation tracing yet.
-    #[napi(ts_return_type = "JsActorInvocationTraceContext | null")]
-    pub fn invocation_trace_context(&self) -> Null {
-        Null
-    }
-
-    /// Always `null` (tracing disabled): the caller sends its own context.
-    #[napi(ts_args_type = "actorName: string, actionName: string", ts_return_type = "OutboundCall | null")]
-    pub fn start_call_span(&self) -> Null {
-        Null
-    }
-
-    /// A workflow span that records nothing; its `ctx()` is this generation.
-    #[napi(ts_return_type = "Promise<WorkflowSpan>")]
-    pub fn start_workflow_span<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, crate::unsupported::workflow::WorkflowSpan>> {
-        let ctx = self.inner.clone();
-        spawn_promise(env, async move { Ok(crate::unsupported::workflow::WorkflowSpan { ctx }) })
-    }
-
-    /// Always `null` (tracing disabled).
-    #[napi(ts_args_type = "stepName: string, attempt: number", ts_return_type = "WorkflowStepSpan | null")]
-    pub fn start_workflow_step_span(&self) -> Null {
-        Null
-    }
-
-    /// Not supported yet: rejects with `rivetkit-native.unsupported`.
-    #[napi(ts_return_type = "Promise<JsActorRuntimeSocketEndpointInfo>")]
-    pub fn provision_actor_runtime_socket<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
-        crate::unsupported::reject(env, "The actor runtime socket (provisionActorRuntimeSocket)")
-    }
-
-    /// Not supported yet: throws `rivetkit-native.unsupported`.
-    #[napi(ts_args_type = "bytes: Buffer, advertisedVersion: number", ts_return_type = "Buffer")]
-    pub fn decode_inspector_request(&self, env: &Env) -> napi::Result<()> {
-        Err(crate::unsupported::fail(env, "The inspector (ActorContext.decodeInspectorRequest)"))
-    }
-
-    /// Not supported yet: throws `rivetkit-native.unsupported`.
-    #[napi(ts_args_type = "bytes: Buffer, targetVersion: number", ts_return_type = "Buffer")]
-    pub fn encode_inspector_response(&self, env: &Env) -> napi::Result<()> {
-        Err(crate::unsupported::fail(env, "The inspector (ActorContext.encodeInspectorResponse)"))
-    }
-
-    /// Not supported yet: throws `rivetkit-native.unsupported`.
-    #[napi(ts_return_type = "JsInspectorSnapshot")]
-    pub fn inspector_snapshot(&self, env: &Env) -> napi::Result<()> {
-        Err(crate::unsupported::fail(env, "The inspector (ActorContext.inspectorSnapshot)"))
-    }
-
-    /// Not supported yet: rejects with `rivetkit-native.unsupported`.
-    #[napi(ts_args_type = "bearerToken?: string | undefined | null", ts_return_type = "Promise<void>")]
-    pub fn verify_inspector_auth<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
-        crate::unsupported::reject(env, "The inspector (ActorContext.verifyInspectorAuth)")
-    }
-
-    /// No-op: hibernatable connections are persisted by `saveState`.
-    #[napi(ts_args_type = "connId: string")]
-    pub fn queue_hibernation_removal(&self) {}
-
-    /// Always `false` (see `queueHibernationRemoval`).
-    #[napi]
-    pub fn has_pending_hibernation_changes(&self) -> bool {
-        false
-    }
-
-    /// Always empty (see `queueHibernationRemoval`).
-    #[napi]
-    pub fn take_pending_hibernation_changes(&self) -> Vec<String> {
-        Vec::new()
-    }
-
-    /// Always empty (see `queueHibernationRemoval`).
-    #[napi]
-    pub fn dirty_hibernatable_conns(&self) -> Vec<crate::conn::ConnHandle> {
-        Vec::new()
-    }
-
-    /// Not supported yet (needs SQLite): rejects with `rivetkit-native.unsupported`.
-    #[napi(ts_args_type = "timeoutMs?: number | undefined | null", ts_return_type = "Promise<JsActorStateTransaction>")]
-    pub fn begin_state_transaction<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
-        crate::unsupported::reject(env, "SQLite (ActorContext.beginStateTransaction)")
-    }
-
-    /// Not supported yet: rejects with `rivetkit-native.unsupported`.
-    #[napi(ts_args_type = "writes: Array<WorkflowKvWritePayload>", ts_return_type = "Promise<void>")]
-    pub fn save_state_and_workflow_batch<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
-        crate::unsupported::reject(env, "Workflows (ActorContext.saveStateAndWorkflowBatch)")
     }
 
     /// Resolves once this generation has stopped (or was lost); after
@@ -455,30 +342,6 @@ impl ActorContext {
             }
             Ok(())
         })
-    }
-
-    /// Deprecated no-op: use `beginKeepAwake`/`endKeepAwake`.
-    #[napi(ts_args_type = "preventSleep: boolean")]
-    pub fn set_prevent_sleep(&self) {}
-
-    /// Always `false` (see `setPreventSleep`).
-    #[napi]
-    pub fn prevent_sleep(&self) -> bool {
-        false
-    }
-
-    /// Clearing (no argument) resolves; setting a run wake time is not
-    /// supported yet and rejects with `rivetkit-native.unsupported`.
-    #[napi(ts_args_type = "timestampMs?: number | undefined | null", ts_return_type = "Promise<void>")]
-    pub fn set_run_wake_at<'env>(&self, env: &'env Env, timestamp_ms: Option<Unknown<'env>>) -> napi::Result<PromiseRaw<'env, ()>> {
-        let timestamp = match args::opt_timestamp_ms("timestampMs", timestamp_ms) {
-            Ok(timestamp) => timestamp,
-            Err(err) => return reject(env, err),
-        };
-        if timestamp.is_some() {
-            return crate::unsupported::reject(env, "ActorContext.setRunWakeAt");
-        }
-        spawn_promise(env, async { Ok(()) })
     }
 
     /// A keep-awake region for a WebSocket callback (as `beginKeepAwake`).
@@ -504,19 +367,6 @@ impl ActorContext {
                 crate::conn::disconnect(&self.inner, &conn, None);
             }
         }
-        spawn_promise(env, async { Ok(()) })
-    }
-
-    /// Resolves `true` at once: tracked work (`waitUntil`, `keepAwake`,
-    /// `registerTask`) is awaited by the core's own stop sequence.
-    #[napi(ts_return_type = "Promise<boolean>")]
-    pub fn wait_for_tracked_shutdown_work<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, bool>> {
-        spawn_promise(env, async { Ok(true) })
-    }
-
-    /// Resolves at once, see `waitForTrackedShutdownWork`.
-    #[napi(ts_return_type = "Promise<void>")]
-    pub fn wait_for_tracked_shutdown_work_unbounded<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
         spawn_promise(env, async { Ok(()) })
     }
 

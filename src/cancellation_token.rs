@@ -89,6 +89,10 @@ impl CancellationToken {
         if self.inner.is_cancelled() {
             return queue_microtask(env, callback);
         }
+        // Not a `JsCallback`: that calls `f(null, payload)` and catches a
+        // throw to hand it to an awaiting caller. A listener is called with
+        // no argument, nobody awaits it, and its throw must stay an uncaught
+        // exception (see the module docs), which a direct call gives.
         let tsfn = callback
             .build_threadsafe_function::<()>()
             .callee_handled::<false>()

@@ -29,7 +29,7 @@ use std::future::Future;
 
 use napi::bindgen_prelude::{JsObjectValue, JsValue, Object, PromiseRaw, ToNapiValue, Unknown};
 use napi::{Env, JsError, Status};
-use rivetkit_native_core::error::public_status;
+use rivetkit_native_core::error::{catalog, public_status};
 use rivetkit_native_core::{ActorSpecifier, RivetError};
 use serde_json::{json, Value};
 
@@ -198,6 +198,19 @@ where
 /// The thrown form of an argument error (synchronous methods).
 pub fn throw(env: &Env, err: RivetError) -> napi::Error {
     to_js_error(env, err.into_anyhow())
+}
+
+/// The error thrown by a synchronous method of a feature not built yet
+/// (`rivetkit-native.unsupported`, see `crate::unsupported`).
+pub(crate) fn unsupported(env: &Env, feature: &str) -> napi::Error {
+    to_js_error(env, catalog::unsupported(feature).into_anyhow())
+}
+
+/// A promise rejected with the unsupported error, for asynchronous methods.
+/// The Rust value type is irrelevant (it never resolves); the TypeScript
+/// type comes from each method's `ts_return_type`.
+pub(crate) fn reject_unsupported<'env>(env: &'env Env, feature: &'static str) -> napi::Result<PromiseRaw<'env, ()>> {
+    spawn_promise(env, async move { Err(catalog::unsupported(feature).into_anyhow()) })
 }
 
 fn log_if_internal(bridged: &BridgedError, err: &anyhow::Error) {

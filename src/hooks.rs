@@ -10,7 +10,6 @@ use std::collections::HashMap;
 use futures::future::{BoxFuture, FutureExt};
 use napi::bindgen_prelude::{Buffer, FromNapiValue, JsObjectValue, Object, Unknown};
 use napi::ValueType;
-use napi::sys;
 use napi_derive::napi;
 use rivetkit_native_core::actor::{
     ActorContext as CoreContext, ActorHooks, ScheduledFire, Conn, HttpRequest, HttpResponse, LifecycleHook, SerializeReason, StateDelta,
@@ -18,13 +17,14 @@ use rivetkit_native_core::actor::{
 use rivetkit_native_core::error::catalog;
 use tokio_util::sync::CancellationToken as CoreToken;
 
+use rivetkit_native_core::actor::RawWebSocket;
+
 use crate::actor_context::ActorContext;
 use crate::cancellation_token::CancellationToken;
 use crate::conn::ConnHandle;
-use crate::js_callback::JsCallback;
+use crate::js_callback::{Ignored, JsCallback};
 use crate::types::{Checked, JsHttpRequest, JsHttpResponse, StateDeltaPayload};
-use crate::websocket::{WebSocket, WebSocketPayload};
-use rivetkit_native_core::routing::websocket::raw::RawWebSocket;
+use crate::websocket::WebSocket;
 
 #[napi(object, object_from_js = false)]
 pub struct CtxPayload {
@@ -98,14 +98,16 @@ pub struct RequestPayload {
     pub cancel_token: CancellationToken,
 }
 
-/// The resolution of a hook whose value is ignored (`void` hooks): any
-/// value is accepted, so a hook that happens to return something still works.
-pub struct Ignored;
-
-impl FromNapiValue for Ignored {
-    unsafe fn from_napi_value(_env: sys::napi_env, _value: sys::napi_value) -> napi::Result<Self> {
-        Ok(Ignored)
-    }
+/// Payload of `onWebSocket`.
+#[napi(object, object_from_js = false)]
+pub struct WebSocketPayload {
+    pub ctx: ActorContext,
+    /// The connection the socket belongs to (its params are the
+    /// `rivet_conn_params.*` subprotocol).
+    pub conn: ConnHandle,
+    pub ws: WebSocket,
+    /// The upgrade request: method, path (with query) and headers.
+    pub request: Option<JsHttpRequest>,
 }
 
 type VoidHook<P> = Option<JsCallback<P, Ignored>>;

@@ -19,6 +19,11 @@
 //! - The threadsafe function is *weak*: it never keeps Node's event loop
 //!   alive, so an idle host exits once JavaScript has nothing left to do.
 //!
+//! Three functions are called through threadsafe functions built by hand
+//! instead, because they are called without the leading `null` and nobody
+//! awaits them: the `abort` behind `ctx.abortSignal()`, `CancellationToken`
+//! listeners, and a raw WebSocket's event callback. Each says why there.
+//!
 //! The call queue is unbounded (`MaxQueueSize = 0`). napi-rs' `call_async`
 //! always queues non-blocking, so a bounded queue would not push back: a
 //! full queue fails the call at once (`QueueFull`). The number of queued
@@ -206,6 +211,17 @@ where
     }
 }
 
+/// The resolution of a callback whose value is ignored (`void` hooks,
+/// promises awaited only for their settling): any value is accepted, so a
+/// hook that happens to return something still works.
+pub struct Ignored;
+
+impl FromNapiValue for Ignored {
+    unsafe fn from_napi_value(_env: sys::napi_env, _value: sys::napi_value) -> napi::Result<Self> {
+        Ok(Ignored)
+    }
+}
+
 /// The error napi-rs reports for a promise whose settle callbacks were
 /// dropped (the promise was garbage-collected without settling).
 const PROMISE_COLLECTED: &str = "oneshot canceled";
@@ -304,102 +320,6 @@ fn short_type_name<T>() -> String {
     }
     result.push_str(segment.rsplit("::").next().unwrap_or(&segment));
     result
-}
-
-/// Test-only exports exercising [`JsCallback`] from JavaScript: only in a
-/// build with the `testing` feature, never in the shipped addon.
-#[cfg(feature = "testing")]
-pub mod testing {
-    use std::sync::Mutex;
-
-    use napi::bindgen_prelude::{Function, PromiseRaw, Unknown};
-    use napi::Env;
-    use napi_derive::napi;
-
-    use super::JsCallback;
-    use crate::cancellation_token::CancellationToken;
-    use crate::error;
-
-    /// Payload of `__testCallCallback`: a plain field and a class instance.
-    #[napi(object, object_from_js = false)]
-    pub struct TestCallbackPayload {
-        pub value: String,
-        /// A `#[napi]` class value inside a `#[napi(object)]` payload.
-        pub token: CancellationToken,
-    }
-
-    /// Result of `__testCallCallback`.
-    #[napi(object)]
-    pub struct TestCallbackResult {
-        /// What the callback answered.
-        pub value: String,
-        /// Whether the callback cancelled the token it was given.
-        pub token_cancelled: bool,
-    }
-
-    /// Options of `__testCallCallback`.
-    #[napi(object)]
-    #[derive(Default)]
-    pub struct TestCallbackOptions {
-        /// Close the callback before calling it.
-        pub abort_first: Option<bool>,
-        /// Keep the callback alive in Rust for the rest of the process (to
-        /// check that a live callback does not hold the event loop).
-        pub retain: Option<bool>,
-    }
-
-    static RETAINED: Mutex<Vec<JsCallback<TestCallbackPayload, String>>> = Mutex::new(Vec::new());
-
-    /// @internal Calls `callback(null, {value, token})` through a
-    /// `JsCallback<TestCallbackPayload, String>` from a runtime task, then
-    /// cancels `token` from Rust (as a dispatch does when it ends). The
-    /// value `"__panic__"` makes the task panic instead.
-    #[napi(
-        js_name = "__testCallCallback",
-        ts_args_type = "callback: (err: null, payload: TestCallbackPayload) => string | Promise<string>, value: string, options?: TestCallbackOptions",
-        ts_return_type = "Promise<TestCallbackResult>"
-    )]
-    pub fn test_call_callback<'env>(
-        env: &'env Env,
-        callback: Function<'_, Unknown<'_>, Unknown<'_>>,
-        value: String,
-        options: Option<TestCallbackOptions>,
-    ) -> napi::Result<PromiseRaw<'env, TestCallbackResult>> {
-        let options = options.unwrap_or_default();
-        let callback: JsCallback<TestCallbackPayload, String> =
-            JsCallback::from_function("testCallback", &callback)?;
-        if options.abort_first.unwrap_or(false) {
-            callback.abort()?;
-        }
-        if options.retain.unwrap_or(false) {
-            RETAINED
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push(callback.clone());
-        }
-        let token = tokio_util::sync::CancellationToken::new();
-        error::spawn_promise(env, async move {
-            // Called from another task, as the core does.
-            let call = crate::runtime::spawn(async move {
-                // A bug in a task: logged by the panic hook, a rejection here.
-                assert_ne!(value, "__panic__", "test panic requested");
-                let payload = TestCallbackPayload {
-                    value,
-                    token: CancellationToken::from_inner(token.clone()),
-                };
-                let answer = callback.call(payload).await;
-                let token_cancelled = token.is_cancelled();
-                // Like a dispatch that ends: listeners registered by the
-                // callback then run through the weak threadsafe function.
-                token.cancel();
-                Ok::<_, anyhow::Error>(TestCallbackResult {
-                    value: answer?,
-                    token_cancelled,
-                })
-            });
-            call.await?
-        })
-    }
 }
 
 #[cfg(test)]

@@ -2,30 +2,48 @@
 //! Rivet Engine.
 //!
 //! This crate is the JavaScript surface only; everything that can be
-//! written without napi lives in `rivetkit-native-core`. Layout:
-//! - [`runtime`]: module set-up (logging, panic hook, tokio runtime);
-//! - [`logging`]: the `tracing` subscriber;
-//! - [`error`]: structured errors across the boundary (`err.code`, the
-//!   `__RIVET_ERROR_JSON__:` message contract);
-//! - [`js_callback`]: the one typed wrapper for JavaScript callbacks;
-//! - [`cancellation_token`]: the `CancellationToken` class;
-//! - [`unsupported`]: the rest of the `@rivetkit/rivetkit-napi` surface,
-//!   declared so the TypeScript runtime loads, failing only when used.
+//! written without napi lives in `rivetkit-native-core`. Modules depend one
+//! way, each only on those listed before it:
+//!
+//! 1. [`error`] (structured errors across the boundary: `err.code`, the
+//!    `__RIVET_ERROR_JSON__:` message contract), [`logging`] (the `tracing`
+//!    subscriber), [`types`] (plain payload objects and argument readers),
+//!    [`runtime`] (module set-up: logging, panic hook, tokio runtime);
+//! 2. [`js_callback`]: the one typed wrapper for JavaScript callbacks;
+//! 3. the classes around core objects: [`cancellation_token`], [`conn`]
+//!    (`ConnHandle`), [`kv`], [`schedule`], [`websocket`] (`WebSocket`),
+//!    then [`actor_context`] (`ActorContext`, which hands out the others);
+//! 4. [`unsupported`]: the rest of the `@rivetkit/rivetkit-napi` surface,
+//!    declared so the TypeScript runtime loads and failing only when used,
+//!    including `ActorContext`'s unsupported and no-op methods;
+//! 5. [`hooks`]: the hook payloads and the JavaScript callbacks as the
+//!    core's `ActorHooks`;
+//! 6. [`factory`] (`NapiActorFactory`), then [`registry`] (`CoreRegistry`);
+//!    `testing` (feature `testing` only) uses the callback type and a class.
 
 #![deny(clippy::all)]
 
-pub mod cancellation_token;
-pub mod conn;
 pub mod error;
-pub mod js_callback;
 pub mod logging;
 pub mod runtime;
-pub mod actor_context;
-pub mod factory;
-pub mod hooks;
-pub mod kv;
-pub mod registry;
-pub mod schedule;
 pub mod types;
-pub mod unsupported;
+
+pub mod js_callback;
+
+pub mod cancellation_token;
+pub mod conn;
+pub mod kv;
+pub mod schedule;
 pub mod websocket;
+
+pub mod actor_context;
+
+pub mod unsupported;
+
+pub mod hooks;
+
+pub mod factory;
+pub mod registry;
+
+#[cfg(feature = "testing")]
+pub mod testing;

@@ -247,10 +247,13 @@ impl CoreRegistry {
                     false
                 }
             });
-            // A registry that never served has nothing to drain.
-            let mut slot = self.slot.lock().unwrap_or_else(|p| p.into_inner());
-            if matches!(*slot, Slot::Registering(_)) {
-                *slot = Slot::Taken;
+            // A registry that never served has nothing to drain. Decided
+            // under the lock, published after it.
+            let never_served = {
+                let mut slot = self.slot.lock().unwrap_or_else(|p| p.into_inner());
+                matches!(std::mem::replace(&mut *slot, Slot::Taken), Slot::Registering(_))
+            };
+            if never_served {
                 self.phase.send_replace(Phase::ShutDown);
             }
         }
@@ -323,7 +326,7 @@ impl CoreRegistry {
         ts_return_type = "Promise<void>"
     )]
     pub fn serve_application_listener<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
-        crate::unsupported::reject(env, "Listeners (CoreRegistry.serveApplicationListener)")
+        crate::error::reject_unsupported(env, "Listeners (CoreRegistry.serveApplicationListener)")
     }
 
     /// Not supported yet: rejects with `rivetkit-native.unsupported`.
@@ -332,7 +335,7 @@ impl CoreRegistry {
         ts_return_type = "Promise<void>"
     )]
     pub fn serve_listener<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
-        crate::unsupported::reject(env, "Listeners (CoreRegistry.serveListener)")
+        crate::error::reject_unsupported(env, "Listeners (CoreRegistry.serveListener)")
     }
 
     /// Not supported yet: rejects with `rivetkit-native.unsupported`.
@@ -341,7 +344,7 @@ impl CoreRegistry {
         ts_return_type = "Promise<JsServerlessResponseHead>"
     )]
     pub fn handle_serverless_request<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
-        crate::unsupported::reject(env, "Serverless (CoreRegistry.handleServerlessRequest)")
+        crate::error::reject_unsupported(env, "Serverless (CoreRegistry.handleServerlessRequest)")
     }
 }
 

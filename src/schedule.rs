@@ -9,10 +9,9 @@ use napi_derive::napi;
 use rivetkit_native_core::actor::schedule::{self, ScheduledEvent};
 use rivetkit_native_core::actor::ActorContext as CoreContext;
 
-use crate::error::{reject as reject_invalid, spawn_promise};
+use crate::error::{reject as reject_invalid, reject_unsupported as reject, spawn_promise};
 use crate::types::args::{self, ArgResult};
 use rivetkit_native_core::error::validate;
-use crate::unsupported::reject;
 
 #[napi(object)]
 pub struct JsScheduledEventInfo {

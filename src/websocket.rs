@@ -9,37 +9,30 @@
 //!   for a text frame and a `Buffer` for a binary one;
 //! - `{kind: "close", code, reason, wasClean}`: the last event, once.
 //!
-//! Events that arrive before the callback is set are kept (bounded) and
-//! delivered first, in order. The callback is a *weak* threadsafe function:
-//! an open socket never keeps Node's event loop alive. A throw from the
-//! callback is logged and does not reach the process.
+//! Events that arrive before the callback is set are kept and delivered
+//! first, in order. The callback is a *weak* threadsafe function: an open
+//! socket never keeps Node's event loop alive. A throw from the callback is
+//! logged and does not reach the process.
+//!
+//! The queue of calls waiting for the JS thread is bounded by the core's
+//! bound on events the host has not handled (`MAX_BUFFERED_EVENTS` events,
+//! `MAX_BUFFERED_BYTES` bytes, in `rivetkit_native_core::actor::websocket`):
+//! an event counts until the callback has returned for it. When JavaScript
+//! falls that far behind, the socket is closed with 1011
+//! `actor.websocket_buffer_full`, and the close event is still delivered,
+//! after the events already queued.
 
 use napi::bindgen_prelude::{Buffer, Either, Function, PromiseRaw, ToNapiValue, Unknown};
-use napi::threadsafe_function::{ThreadsafeFunctionCallMode, UnknownReturnValue};
-use napi::{sys, Env};
+use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode, UnknownReturnValue};
+use napi::{sys, Env, Status};
 use napi_derive::napi;
-use rivetkit_native_core::routing::websocket::raw::{
-    RawWebSocket, WebSocketData, WebSocketEvent as CoreEvent,
+use rivetkit_native_core::actor::websocket::{
+    Delivered, EventSink, RawWebSocket, WebSocketData, WebSocketEvent as CoreEvent,
 };
 
-use crate::actor_context::ActorContext;
-use crate::conn::ConnHandle;
 use crate::error::{reject, spawn_promise, throw, to_js_error};
 use crate::types::args::{self, ArgResult};
 use rivetkit_native_core::error::validate;
-use crate::types::JsHttpRequest;
-
-/// Payload of `onWebSocket`.
-#[napi(object, object_from_js = false)]
-pub struct WebSocketPayload {
-    pub ctx: ActorContext,
-    /// The connection the socket belongs to (its params are the
-    /// `rivet_conn_params.*` subprotocol).
-    pub conn: ConnHandle,
-    pub ws: WebSocket,
-    /// The upgrade request: method, path (with query) and headers.
-    pub request: Option<JsHttpRequest>,
-}
 
 /// An event of a raw WebSocket, given to the `setEventCallback` callback:
 /// a frame from the client (`data` is a string for a text frame, a
@@ -170,18 +163,30 @@ impl WebSocket {
             .callee_handled::<false>()
             .weak::<true>()
             .build()?;
-        self.inner.set_event_sink(Box::new(move |event| {
-            tsfn.call_with_return_value(
-                EventArg(event),
-                ThreadsafeFunctionCallMode::NonBlocking,
-                |result, _env| {
-                    if let Err(err) = result {
-                        tracing::warn!(error = %err.reason, "a websocket event callback threw");
-                    }
-                    Ok(())
-                },
-            );
-        }));
+        self.inner.set_event_sink(JsEventSink(tsfn));
         Ok(())
+    }
+}
+
+/// The event callback as the core's event sink.
+///
+/// Not a `JsCallback`: that calls `f(null, payload)` and awaits the answer
+/// (a returned promise included), while this callback is called `f(event)`,
+/// the `@rivetkit/rivetkit-napi` convention for it, and is not awaited; its
+/// throw is only logged, and a promise it returns is left alone.
+struct JsEventSink(ThreadsafeFunction<EventArg, UnknownReturnValue, EventArg, Status, false, true>);
+
+impl EventSink for JsEventSink {
+    fn deliver(&self, event: CoreEvent, delivered: Delivered) {
+        // `delivered` travels with the call: the event stops counting against
+        // the socket's bound once the callback returned (or the call was
+        // dropped, e.g. the environment is closing).
+        self.0.call_with_return_value(EventArg(event), ThreadsafeFunctionCallMode::NonBlocking, move |result, _env| {
+            drop(delivered);
+            if let Err(err) = result {
+                tracing::warn!(error = %err.reason, "a websocket event callback threw");
+            }
+            Ok(())
+        });
     }
 }

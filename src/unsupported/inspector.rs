@@ -1,12 +1,14 @@
-//! Inspector entry points of `@rivetkit/rivetkit-napi` (the free
-//! functions here; the `ActorContext` methods live in `actor_context.rs`).
-//! The actor inspector is not built yet: they throw
-//! `rivetkit-native.unsupported` (see [`super`]).
+//! Inspector entry points of `@rivetkit/rivetkit-napi`, free functions and
+//! `ActorContext` methods, and the actor runtime socket
+//! (`ctx.provisionActorRuntimeSocket`). Neither is built yet: they throw or
+//! reject with `rivetkit-native.unsupported` (see [`super`]).
 
+use napi::bindgen_prelude::PromiseRaw;
 use napi::Env;
 use napi_derive::napi;
 
-use super::fail;
+use super::{fail, reject};
+use crate::actor_context::ActorContext;
 
 #[napi(object)]
 pub struct JsInspectorSnapshot {
@@ -33,4 +35,38 @@ pub fn encode_inspector_response(env: &Env) -> napi::Result<()> {
 #[napi(object)]
 pub struct JsActorRuntimeSocketEndpointInfo {
     pub path: String,
+}
+
+/// `ActorContext`'s inspector and runtime socket calls.
+#[napi]
+impl ActorContext {
+    /// Not supported yet: rejects with `rivetkit-native.unsupported`.
+    #[napi(ts_return_type = "Promise<JsActorRuntimeSocketEndpointInfo>")]
+    pub fn provision_actor_runtime_socket<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
+        reject(env, "The actor runtime socket (provisionActorRuntimeSocket)")
+    }
+
+    /// Not supported yet: throws `rivetkit-native.unsupported`.
+    #[napi(ts_args_type = "bytes: Buffer, advertisedVersion: number", ts_return_type = "Buffer")]
+    pub fn decode_inspector_request(&self, env: &Env) -> napi::Result<()> {
+        Err(fail(env, "The inspector (ActorContext.decodeInspectorRequest)"))
+    }
+
+    /// Not supported yet: throws `rivetkit-native.unsupported`.
+    #[napi(ts_args_type = "bytes: Buffer, targetVersion: number", ts_return_type = "Buffer")]
+    pub fn encode_inspector_response(&self, env: &Env) -> napi::Result<()> {
+        Err(fail(env, "The inspector (ActorContext.encodeInspectorResponse)"))
+    }
+
+    /// Not supported yet: throws `rivetkit-native.unsupported`.
+    #[napi(ts_return_type = "JsInspectorSnapshot")]
+    pub fn inspector_snapshot(&self, env: &Env) -> napi::Result<()> {
+        Err(fail(env, "The inspector (ActorContext.inspectorSnapshot)"))
+    }
+
+    /// Not supported yet: rejects with `rivetkit-native.unsupported`.
+    #[napi(ts_args_type = "bearerToken?: string | undefined | null", ts_return_type = "Promise<void>")]
+    pub fn verify_inspector_auth<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
+        reject(env, "The inspector (ActorContext.verifyInspectorAuth)")
+    }
 }

@@ -10,28 +10,20 @@
 //! `metadata.feature` name the method (e.g. `Queue.send`). Calls that are
 //! harmless without the feature (tracing, telemetry, hibernation
 //! bookkeeping) succeed as no-ops instead; each says so.
+//!
+//! `ActorContext`'s own unsupported and no-op methods are here too, in an
+//! `impl ActorContext` block of the module of their feature
+//! ([`bookkeeping`] for those of no feature), so that `actor_context.rs`
+//! holds only what works. These modules sit above the classes they extend
+//! or return (`ActorContext`, `ConnHandle`), and no other module imports
+//! them (their errors come from `crate::error`).
 
-use napi::bindgen_prelude::PromiseRaw;
-use napi::Env;
-use rivetkit_native_core::error::catalog;
+pub(crate) use crate::error::{reject_unsupported as reject, unsupported as fail};
 
-use crate::error::{spawn_promise, to_js_error};
-
+pub mod bookkeeping;
 pub mod inspector;
 pub mod queue;
 pub mod sqlite;
 pub mod streams;
 pub mod telemetry;
 pub mod workflow;
-
-/// The error thrown by a synchronous unsupported method.
-pub(crate) fn fail(env: &Env, feature: &str) -> napi::Error {
-    to_js_error(env, catalog::unsupported(feature).into_anyhow())
-}
-
-/// A promise rejected with the unsupported error, for asynchronous methods.
-/// The Rust value type is irrelevant (it never resolves); the TypeScript
-/// type comes from each method's `ts_return_type`.
-pub(crate) fn reject<'env>(env: &'env Env, feature: &'static str) -> napi::Result<PromiseRaw<'env, ()>> {
-    spawn_promise(env, async move { Err(catalog::unsupported(feature).into_anyhow()) })
-}

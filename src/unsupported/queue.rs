@@ -7,6 +7,7 @@ use napi::Env;
 use napi_derive::napi;
 
 use super::{fail, reject};
+use crate::actor_context::ActorContext;
 
 #[napi(object)]
 pub struct JsQueueNextOptions {
@@ -180,5 +181,16 @@ impl QueueMessage {
     #[napi(ts_args_type = "response?: Buffer | undefined | null", ts_return_type = "Promise<void>")]
     pub fn complete<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
         reject(env, "QueueMessage.complete")
+    }
+}
+
+/// `ctx.queue()`.
+#[napi]
+impl ActorContext {
+    /// The actor's message queue. Not supported yet: the handle exists,
+    /// its methods reject with `rivetkit-native.unsupported`.
+    #[napi]
+    pub fn queue(&self) -> Queue {
+        Queue {}
     }
 }

@@ -10,6 +10,7 @@ use napi::Env;
 use napi_derive::napi;
 
 use super::reject;
+use crate::actor_context::ActorContext;
 use crate::error::spawn_promise;
 
 #[napi(object)]
@@ -167,5 +168,22 @@ impl JsActorStateTransaction {
     #[napi(ts_return_type = "Promise<void>")]
     pub fn rollback<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
         reject(env, "SQLite (JsActorStateTransaction.rollback)")
+    }
+}
+
+/// `ctx.sql()` and `ctx.beginStateTransaction()`.
+#[napi]
+impl ActorContext {
+    /// The actor's SQLite database. Not supported yet: the handle exists,
+    /// its statements reject with `rivetkit-native.unsupported`.
+    #[napi]
+    pub fn sql(&self) -> JsNativeDatabase {
+        JsNativeDatabase {}
+    }
+
+    /// Not supported yet (needs SQLite): rejects with `rivetkit-native.unsupported`.
+    #[napi(ts_args_type = "timeoutMs?: number | undefined | null", ts_return_type = "Promise<JsActorStateTransaction>")]
+    pub fn begin_state_transaction<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
+        reject(env, "SQLite (ActorContext.beginStateTransaction)")
     }
 }

@@ -4,12 +4,15 @@
 //! harmless no-ops rather than failing: `setTelemetryLogSink` keeps
 //! nothing, `shutdownTelemetry` resolves, `OutboundCall` has no span
 //! context and `finish` does nothing (`ctx.startCallSpan` returns `null`
-//! anyway, so it is never handed out).
+//! anyway, so it is never handed out). On `ActorContext`,
+//! `withApplicationSpan` returns a handle on the same generation and
+//! `invocationTraceContext`/`startCallSpan` return `null`.
 
 use napi::bindgen_prelude::{Null, PromiseRaw};
 use napi::Env;
 use napi_derive::napi;
 
+use crate::actor_context::ActorContext;
 use crate::error::spawn_promise;
 
 /// Active actor invocation correlation (never produced yet:
@@ -54,4 +57,26 @@ impl OutboundCall {
 
     #[napi(ts_args_type = "error?: string | undefined | null")]
     pub fn finish(&self) {}
+}
+
+/// `ActorContext`'s tracing calls: no spans.
+#[napi]
+impl ActorContext {
+    /// Without tracing: a handle on the same generation.
+    #[napi(ts_args_type = "traceparent?: string | undefined | null, tracestate?: string | undefined | null")]
+    pub fn with_application_span(&self) -> ActorContext {
+        ActorContext::from(self.inner.clone())
+    }
+
+    /// Always `null`: no invocation tracing yet.
+    #[napi(ts_return_type = "JsActorInvocationTraceContext | null")]
+    pub fn invocation_trace_context(&self) -> Null {
+        Null
+    }
+
+    /// Always `null` (tracing disabled): the caller sends its own context.
+    #[napi(ts_args_type = "actorName: string, actionName: string", ts_return_type = "OutboundCall | null")]
+    pub fn start_call_span(&self) -> Null {
+        Null
+    }
 }

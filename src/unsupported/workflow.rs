@@ -7,11 +7,12 @@
 //! to persist (`ctx.saveStateAndWorkflowBatch`) is not built and rejects
 //! with `rivetkit-native.unsupported`.
 
-use napi::bindgen_prelude::PromiseRaw;
+use napi::bindgen_prelude::{Null, PromiseRaw};
 use napi::Env;
 use napi_derive::napi;
 use rivetkit_native_core::actor::ActorContext as CoreContext;
 
+use super::reject;
 use crate::actor_context::ActorContext;
 use crate::error::spawn_promise;
 
@@ -56,4 +57,27 @@ impl WorkflowStepSpan {
 
     #[napi(ts_args_type = "outcome: string, error?: string | undefined | null")]
     pub fn finish(&self) {}
+}
+
+/// `ActorContext`'s workflow calls.
+#[napi]
+impl ActorContext {
+    /// A workflow span that records nothing; its `ctx()` is this generation.
+    #[napi(ts_return_type = "Promise<WorkflowSpan>")]
+    pub fn start_workflow_span<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, WorkflowSpan>> {
+        let ctx = self.inner.clone();
+        spawn_promise(env, async move { Ok(WorkflowSpan { ctx }) })
+    }
+
+    /// Always `null` (tracing disabled).
+    #[napi(ts_args_type = "stepName: string, attempt: number", ts_return_type = "WorkflowStepSpan | null")]
+    pub fn start_workflow_step_span(&self) -> Null {
+        Null
+    }
+
+    /// Not supported yet: rejects with `rivetkit-native.unsupported`.
+    #[napi(ts_args_type = "writes: Array<WorkflowKvWritePayload>", ts_return_type = "Promise<void>")]
+    pub fn save_state_and_workflow_batch<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
+        reject(env, "Workflows (ActorContext.saveStateAndWorkflowBatch)")
+    }
 }

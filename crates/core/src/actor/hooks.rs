@@ -11,7 +11,7 @@ use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
 use super::{ActorContext, Conn, ScheduledFire};
-use crate::routing::websocket::raw::RawWebSocket;
+use super::websocket::RawWebSocket;
 
 /// Hooks of the shape `(ctx) -> ()`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -1,5 +1,5 @@
-//! One actor generation: its context, the hooks it calls into, and the task
-//! that drives it from start to stop.
+//! One actor generation: its context, the hooks it calls into, the task
+//! that drives it from start to stop, and the raw WebSockets it is given.
 //!
 //! The core decides *when* things happen (order, timeouts, admission, grace
 //! periods); the host runtime behind [`ActorHooks`] decides *what* each hook
@@ -20,6 +20,7 @@ pub mod save;
 pub mod schedule;
 pub mod storage;
 pub mod task;
+pub mod websocket;
 
 pub use config::ActorConfig;
 pub use conn::{Conn, ConnRecord, ConnTransport, Connections, Hibernation};
@@ -30,3 +31,4 @@ pub use key::ActorKey;
 pub use link::EngineLink;
 pub use schedule::{ScheduledEvent, ScheduledFire};
 pub use task::{ActorTaskHandle, ShutdownKind};
+pub use websocket::RawWebSocket;

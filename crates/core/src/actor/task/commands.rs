@@ -3,7 +3,7 @@
 use tokio::sync::oneshot;
 
 use crate::actor::{Conn, HttpRequest, HttpResponse};
-use crate::routing::websocket::raw::RawWebSocket;
+use crate::actor::websocket::RawWebSocket;
 
 pub type Reply<T> = oneshot::Sender<anyhow::Result<T>>;
 

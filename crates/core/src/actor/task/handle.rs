@@ -141,7 +141,7 @@ impl ActorTaskHandle {
     pub async fn open_websocket(
         &self,
         conn: Conn,
-        ws: crate::routing::websocket::raw::RawWebSocket,
+        ws: crate::actor::websocket::RawWebSocket,
         request: Option<HttpRequest>,
     ) -> anyhow::Result<()> {
         let (tx, rx) = oneshot::channel();

@@ -163,7 +163,7 @@ fn frame_refusal(data: &[u8], binary: bool, max_incoming: usize) -> Option<(u16,
         return Some((1011, "message.incoming_too_long"));
     }
     if !binary && std::str::from_utf8(data).is_err() {
-        return Some((1007, super::raw::INVALID_UTF8_REASON));
+        return Some((1007, crate::actor::websocket::INVALID_UTF8_REASON));
     }
     None
 }

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use proptest::prelude::*;
 
 use super::can_hibernate;
-use super::raw::{RawWebSocket, WebSocketData, WebSocketEvent, INVALID_UTF8_REASON};
+use crate::actor::websocket::{RawWebSocket, WebSocketData, WebSocketEvent, INVALID_UTF8_REASON};
 use crate::protocol::proptests::{bytes, config, text};
 
 proptest! {

@@ -1,0 +1,95 @@
+//! Test-only exports exercising [`JsCallback`] from JavaScript: only in a
+//! build with the `testing` feature (`npm run build:testing`), never in the
+//! shipped addon. At the top of the module order: it uses the callback
+//! type and the `CancellationToken` class, and nothing uses it.
+
+use std::sync::Mutex;
+
+use napi::bindgen_prelude::{Function, PromiseRaw, Unknown};
+use napi::Env;
+use napi_derive::napi;
+
+use crate::cancellation_token::CancellationToken;
+use crate::error;
+use crate::js_callback::JsCallback;
+
+/// Payload of `__testCallCallback`: a plain field and a class instance.
+#[napi(object, object_from_js = false)]
+pub struct TestCallbackPayload {
+    pub value: String,
+    /// A `#[napi]` class value inside a `#[napi(object)]` payload.
+    pub token: CancellationToken,
+}
+
+/// Result of `__testCallCallback`.
+#[napi(object)]
+pub struct TestCallbackResult {
+    /// What the callback answered.
+    pub value: String,
+    /// Whether the callback cancelled the token it was given.
+    pub token_cancelled: bool,
+}
+
+/// Options of `__testCallCallback`.
+#[napi(object)]
+#[derive(Default)]
+pub struct TestCallbackOptions {
+    /// Close the callback before calling it.
+    pub abort_first: Option<bool>,
+    /// Keep the callback alive in Rust for the rest of the process (to
+    /// check that a live callback does not hold the event loop).
+    pub retain: Option<bool>,
+}
+
+static RETAINED: Mutex<Vec<JsCallback<TestCallbackPayload, String>>> = Mutex::new(Vec::new());
+
+/// @internal Calls `callback(null, {value, token})` through a
+/// `JsCallback<TestCallbackPayload, String>` from a runtime task, then
+/// cancels `token` from Rust (as a dispatch does when it ends). The
+/// value `"__panic__"` makes the task panic instead.
+#[napi(
+    js_name = "__testCallCallback",
+    ts_args_type = "callback: (err: null, payload: TestCallbackPayload) => string | Promise<string>, value: string, options?: TestCallbackOptions",
+    ts_return_type = "Promise<TestCallbackResult>"
+)]
+pub fn test_call_callback<'env>(
+    env: &'env Env,
+    callback: Function<'_, Unknown<'_>, Unknown<'_>>,
+    value: String,
+    options: Option<TestCallbackOptions>,
+) -> napi::Result<PromiseRaw<'env, TestCallbackResult>> {
+    let options = options.unwrap_or_default();
+    let callback: JsCallback<TestCallbackPayload, String> =
+        JsCallback::from_function("testCallback", &callback)?;
+    if options.abort_first.unwrap_or(false) {
+        callback.abort()?;
+    }
+    if options.retain.unwrap_or(false) {
+        RETAINED
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(callback.clone());
+    }
+    let token = tokio_util::sync::CancellationToken::new();
+    error::spawn_promise(env, async move {
+        // Called from another task, as the core does.
+        let call = crate::runtime::spawn(async move {
+            // A bug in a task: logged by the panic hook, a rejection here.
+            assert_ne!(value, "__panic__", "test panic requested");
+            let payload = TestCallbackPayload {
+                value,
+                token: CancellationToken::from_inner(token.clone()),
+            };
+            let answer = callback.call(payload).await;
+            let token_cancelled = token.is_cancelled();
+            // Like a dispatch that ends: listeners registered by the
+            // callback then run through the weak threadsafe function.
+            token.cancel();
+            Ok::<_, anyhow::Error>(TestCallbackResult {
+                value: answer?,
+                token_cancelled,
+            })
+        });
+        call.await?
+    })
+}
