@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use rivetkit_native_core::engine::{
     ensure_engine, ensure_runner_config, http, probe_engine, EngineStatus,
 };
-use rivetkit_native_core::registry::config::ServeConfig;
+use rivetkit_native_core::engine::EngineOptions;
 
 /// Kills the spawned engine's process group, even if an assertion fails.
 struct KillGroup {
@@ -70,11 +70,11 @@ async fn spawns_reuses_and_configures_a_real_engine() {
 
     let port = free_engine_port();
     let endpoint = format!("http://127.0.0.1:{port}");
-    let config = ServeConfig {
+    let config = EngineOptions {
         endpoint: endpoint.clone(),
         engine_binary_path: Some(binary),
         pool_name: "it-pool".into(),
-        ..ServeConfig::default()
+        ..EngineOptions::default()
     };
 
     let started = Instant::now();

@@ -3,7 +3,7 @@
 //!
 //! Why this lives in the core: a developer runs `node app.js` and expects
 //! actors to work without starting anything else. So when the endpoint is
-//! local (see [`crate::registry::config::should_manage_engine`]) the host:
+//! local (see `registry::config::should_manage_engine`) the host:
 //!
 //! 1. reuses an engine already answering `GET /health` ([`health`]);
 //! 2. otherwise finds the `rivet-engine` binary ([`resolve`], npm first) and
@@ -17,6 +17,7 @@
 //! built-in HTTP client ([`http`]) rather than a full HTTP stack.
 
 pub mod health;
+pub mod options;
 pub mod http;
 pub mod paths;
 pub mod plan;
@@ -35,7 +36,7 @@ use anyhow::Result;
 use serde_json::json;
 
 use crate::error::RivetError;
-use crate::registry::config::ServeConfig;
+pub use options::{host_is_local, is_local_endpoint, EngineOptions};
 
 pub use health::{probe_engine, EngineHealth};
 pub use resolve::resolve_engine_binary;
@@ -55,14 +56,14 @@ pub enum EngineStatus {
 }
 
 /// Reuses the engine at `config.endpoint` or starts one (spec §6.1-6.2).
-pub async fn ensure_engine(config: &ServeConfig) -> Result<EngineStatus> {
+pub async fn ensure_engine(config: &EngineOptions) -> Result<EngineStatus> {
     ensure_engine_with(config, &process_env).await
 }
 
 /// [`ensure_engine`] with an explicit variable lookup (used for
 /// `RIVET_ENGINE_BINARY*`, `RIVETKIT_STORAGE_PATH`, `HOME`,
 /// `RIVET__AUTH__ADMIN_TOKEN`).
-pub async fn ensure_engine_with(config: &ServeConfig, env: Env<'_>) -> Result<EngineStatus> {
+pub async fn ensure_engine_with(config: &EngineOptions, env: Env<'_>) -> Result<EngineStatus> {
     let scheme = url::Url::parse(&config.endpoint)
         .map_err(|e| invalid_endpoint(&config.endpoint, &e.to_string()))?
         .scheme()
@@ -118,7 +119,7 @@ mod tests {
     #[test]
     fn futures_are_send() {
         fn assert_send<T: Send>(_: &T) {}
-        let config = ServeConfig::default();
+        let config = EngineOptions::default();
         assert_send(&ensure_engine(&config));
         assert_send(&ensure_runner_config(&config));
     }
@@ -128,7 +129,7 @@ mod tests {
         let server =
             FakeServer::start(|_, _| json_response(200, r#"{"runtime":"engine","status":"ok"}"#))
                 .await;
-        let config = ServeConfig {
+        let config = EngineOptions {
             endpoint: server.url.clone(),
             ..Default::default()
         };
@@ -140,7 +141,7 @@ mod tests {
 
     #[tokio::test]
     async fn refuses_https_and_missing_explicit_binary() {
-        let config = ServeConfig {
+        let config = EngineOptions {
             endpoint: "https://127.0.0.1:6420".into(),
             ..Default::default()
         };
@@ -148,7 +149,7 @@ mod tests {
         assert_eq!(code(&err), "engine.invalid_endpoint");
 
         let dir = TestDir::new("missing-bin");
-        let config = ServeConfig {
+        let config = EngineOptions {
             endpoint: "http://127.0.0.1:1".into(),
             engine_binary_path: Some(dir.path.join("rivet-engine")),
             ..Default::default()
@@ -180,7 +181,7 @@ mod tests {
             .local_addr()
             .unwrap()
             .port();
-        let config = ServeConfig {
+        let config = EngineOptions {
             endpoint: format!("http://127.0.0.1:{port}"),
             engine_binary_path: Some(bin),
             ..Default::default()
@@ -222,7 +223,7 @@ mod tests {
             .local_addr()
             .unwrap()
             .port();
-        let config = ServeConfig {
+        let config = EngineOptions {
             endpoint: format!("http://127.0.0.1:{port}"),
             engine_binary_path: Some(bin),
             engine_start_timeout: std::time::Duration::from_millis(400),

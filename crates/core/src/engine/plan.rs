@@ -1,5 +1,5 @@
 //! Deriving the engine's addresses, environment and config file from
-//! `ServeConfig` (spec §6.2): pure functions, so every rule is unit-tested
+//! `EngineOptions` (spec §6.2): pure functions, so every rule is unit-tested
 //! without starting anything.
 //!
 //! Why a config file: on non-default ports the engine's datacenter
@@ -17,7 +17,7 @@ use url::{Host, Url};
 
 use super::paths::EngineDirs;
 use super::{invalid_endpoint, Env};
-use crate::registry::config::ServeConfig;
+use super::options::EngineOptions;
 
 /// Addresses the engine will use, derived from the endpoint (spec §6.2).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,7 +36,7 @@ pub struct EnginePlan {
     pub admin_token: Option<String>,
 }
 
-pub fn plan(config: &ServeConfig) -> Result<EnginePlan> {
+pub fn plan(config: &EngineOptions) -> Result<EnginePlan> {
     let endpoint = config.endpoint.as_str();
     let url = Url::parse(endpoint).map_err(|e| invalid_endpoint(endpoint, &e.to_string()))?;
     let host = url
@@ -228,8 +228,8 @@ mod tests {
     use super::*;
     use crate::error::RivetError;
 
-    fn cfg(endpoint: &str) -> ServeConfig {
-        ServeConfig {
+    fn cfg(endpoint: &str) -> EngineOptions {
+        EngineOptions {
             endpoint: endpoint.to_owned(),
             ..Default::default()
         }
@@ -278,7 +278,7 @@ mod tests {
             ("0.0.0.0", "http://127.0.0.1:7000", "http://127.0.0.1:7001")
         );
 
-        let overridden = ServeConfig {
+        let overridden = EngineOptions {
             engine_host: Some("0.0.0.0".into()),
             engine_port: Some(9000),
             ..cfg("http://127.0.0.1:6420")

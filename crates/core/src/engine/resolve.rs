@@ -6,7 +6,7 @@
 //! `node_modules`. We never download anything ourselves.
 //!
 //! Order:
-//! 1. `ServeConfig.engine_binary_path` (from JS, or `RIVET_ENGINE_BINARY_PATH`
+//! 1. `EngineOptions.engine_binary_path` (from JS, or `RIVET_ENGINE_BINARY_PATH`
 //!    via `from_env`);
 //! 2. env `RIVET_ENGINE_BINARY_PATH`, then `RIVET_ENGINE_BINARY` (the npm
 //!    package's own override);
@@ -25,7 +25,7 @@ use serde_json::json;
 
 use super::Env;
 use crate::error::RivetError;
-use crate::registry::config::ServeConfig;
+use super::options::EngineOptions;
 
 /// The binary's file name on this OS.
 pub fn binary_name() -> &'static str {
@@ -50,10 +50,10 @@ pub fn npm_platform_package() -> Option<&'static str> {
 }
 
 /// The explicitly requested binary (steps 1-2), checked to exist.
-pub fn explicit_binary(config: &ServeConfig, env: Env<'_>) -> Result<Option<PathBuf>> {
+pub fn explicit_binary(config: &EngineOptions, env: Env<'_>) -> Result<Option<PathBuf>> {
     let candidates = [
         (
-            "ServeConfig.engine_binary_path",
+            "EngineOptions.engine_binary_path",
             config.engine_binary_path.clone(),
         ),
         (
@@ -88,7 +88,7 @@ pub fn explicit_binary(config: &ServeConfig, env: Env<'_>) -> Result<Option<Path
 
 /// Steps 1-3 against the process environment, without probing for a
 /// running engine (useful for a CLI that wants the path itself).
-pub fn resolve_engine_binary(config: &ServeConfig) -> Result<PathBuf> {
+pub fn resolve_engine_binary(config: &EngineOptions) -> Result<PathBuf> {
     match explicit_binary(config, &super::process_env)? {
         Some(path) => Ok(path),
         None => find_npm_binary(&search_roots()),
@@ -177,7 +177,7 @@ mod tests {
         let env_path = bin.display().to_string();
         let env = move |k: &str| (k == "RIVET_ENGINE_BINARY").then(|| env_path.clone());
 
-        let config = ServeConfig {
+        let config = EngineOptions {
             engine_binary_path: Some(bin.clone()),
             ..Default::default()
         };
@@ -185,17 +185,17 @@ mod tests {
 
         // The npm override alone is honoured.
         assert_eq!(
-            explicit_binary(&ServeConfig::default(), &env).unwrap(),
+            explicit_binary(&EngineOptions::default(), &env).unwrap(),
             Some(bin)
         );
 
-        let missing = ServeConfig {
+        let missing = EngineOptions {
             engine_binary_path: Some(dir.path.join("nope")),
             ..Default::default()
         };
         let err = explicit_binary(&missing, &env).unwrap_err();
         assert_eq!(code(&err), "engine.binary_not_found");
-        assert!(err.to_string().contains("ServeConfig.engine_binary_path"));
+        assert!(err.to_string().contains("EngineOptions.engine_binary_path"));
     }
 
     #[test]
@@ -212,7 +212,7 @@ mod tests {
             _ => None,
         };
         assert_eq!(
-            explicit_binary(&ServeConfig::default(), &env).unwrap(),
+            explicit_binary(&EngineOptions::default(), &env).unwrap(),
             Some(a)
         );
     }

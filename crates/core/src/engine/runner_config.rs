@@ -20,7 +20,7 @@ use url::Url;
 
 use super::http;
 use crate::error::RivetError;
-use crate::registry::config::{is_local_endpoint, ServeConfig};
+use super::options::{is_local_endpoint, EngineOptions};
 
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 const MAX_BODY_IN_ERROR: usize = 1024;
@@ -44,11 +44,11 @@ impl Default for RetryPolicy {
 
 /// Upserts the normal runner config of `config.pool_name` on a local engine;
 /// does nothing for a remote endpoint.
-pub async fn ensure_runner_config(config: &ServeConfig) -> Result<()> {
+pub async fn ensure_runner_config(config: &EngineOptions) -> Result<()> {
     ensure_runner_config_with(config, RetryPolicy::default()).await
 }
 
-pub async fn ensure_runner_config_with(config: &ServeConfig, policy: RetryPolicy) -> Result<()> {
+pub async fn ensure_runner_config_with(config: &EngineOptions, policy: RetryPolicy) -> Result<()> {
     if !is_local_endpoint(&config.endpoint) {
         tracing::debug!(endpoint = %config.endpoint, "remote engine: runner config left to its operator");
         return Ok(());
@@ -74,7 +74,7 @@ pub async fn ensure_runner_config_with(config: &ServeConfig, policy: RetryPolicy
     }
 }
 
-async fn upsert_once(api: &EngineApi<'_>, config: &ServeConfig) -> Result<(), Failure> {
+async fn upsert_once(api: &EngineApi<'_>, config: &EngineOptions) -> Result<(), Failure> {
     let response = http::get(&api.url(&["datacenters"])?, api.token, REQUEST_TIMEOUT)
         .await
         .map_err(Failure::Transport)?;
@@ -110,7 +110,7 @@ async fn upsert_once(api: &EngineApi<'_>, config: &ServeConfig) -> Result<(), Fa
 }
 
 /// Sorts a non-2xx answer into retryable or fatal.
-fn check(response: &http::Response, what: &str, config: &ServeConfig) -> Result<(), Failure> {
+fn check(response: &http::Response, what: &str, config: &EngineOptions) -> Result<(), Failure> {
     if response.is_success() {
         return Ok(());
     }
@@ -162,7 +162,7 @@ struct EngineApi<'a> {
 }
 
 impl<'a> EngineApi<'a> {
-    fn new(config: &'a ServeConfig) -> Result<Self> {
+    fn new(config: &'a EngineOptions) -> Result<Self> {
         let origin = Url::parse(&config.endpoint)
             .map_err(|e| super::invalid_endpoint(&config.endpoint, &e.to_string()))?;
         if origin.scheme() != "http" {
@@ -213,7 +213,7 @@ struct Datacenter {
 }
 
 fn failed(
-    config: &ServeConfig,
+    config: &EngineOptions,
     what: &str,
     status: u16,
     body: &str,
@@ -241,7 +241,7 @@ fn failed(
 
 /// After the last attempt: `engine.unreachable` if we never got an answer,
 /// else `engine.runner_config_failed`.
-fn exhausted(config: &ServeConfig, attempts: u32, last: Failure) -> anyhow::Error {
+fn exhausted(config: &EngineOptions, attempts: u32, last: Failure) -> anyhow::Error {
     let code = if matches!(last, Failure::Transport(_)) {
         "unreachable"
     } else {
@@ -285,8 +285,8 @@ mod tests {
         interval: Duration::from_millis(1),
     };
 
-    fn config(endpoint: &str) -> ServeConfig {
-        ServeConfig {
+    fn config(endpoint: &str) -> EngineOptions {
+        EngineOptions {
             endpoint: endpoint.to_owned(),
             token: Some("dev".into()),
             pool_name: "my pool".into(),

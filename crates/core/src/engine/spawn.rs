@@ -26,13 +26,13 @@ use super::paths::{storage_root, EngineDirs};
 use super::plan::{config_file, engine_env, plan, EnginePlan};
 use super::{EngineStatus, Env};
 use crate::error::RivetError;
-use crate::registry::config::ServeConfig;
+use super::options::EngineOptions;
 
 const KILL_WAIT: Duration = Duration::from_secs(5);
 
 /// Spawns the engine and waits for `/health` (at most `engine_start_timeout`).
 pub async fn spawn_engine(
-    config: &ServeConfig,
+    config: &EngineOptions,
     binary: &Path,
     env: Env<'_>,
 ) -> Result<EngineStatus> {
@@ -202,7 +202,7 @@ struct Logs {
 }
 
 fn health_failed(
-    config: &ServeConfig,
+    config: &EngineOptions,
     plan: &EnginePlan,
     report: &WaitReport,
     what: &str,

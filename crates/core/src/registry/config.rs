@@ -17,19 +17,15 @@
 //! `from_env`.
 
 use std::fmt;
-use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::json;
-use url::{Host, Url};
+use url::Url;
 
 use crate::error::RivetError;
 
-/// Default guard port of a local engine.
-pub const DEFAULT_ENGINE_PORT: u16 = 6420;
-/// The spec's engine health deadline (registry-lifecycle §6.2).
-pub const DEFAULT_ENGINE_START_TIMEOUT: Duration = Duration::from_secs(10);
+pub use crate::engine::options::{DEFAULT_ENGINE_PORT, DEFAULT_ENGINE_START_TIMEOUT};
 /// How long we wait for the engine's init message on the envoy link.
 pub const DEFAULT_ENVOY_CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -78,6 +74,22 @@ pub struct ServeConfig {
     pub engine_start_timeout: Duration,
     pub envoy_connect_timeout: Duration,
     pub serverless_package_version: String,
+}
+
+impl ServeConfig {
+    /// What the engine module needs of this configuration.
+    pub fn engine_options(&self) -> crate::engine::EngineOptions {
+        crate::engine::EngineOptions {
+            endpoint: self.endpoint.clone(),
+            token: self.token.clone(),
+            namespace: self.namespace.clone(),
+            pool_name: self.pool_name.clone(),
+            engine_binary_path: self.engine_binary_path.clone(),
+            engine_host: self.engine_host.clone(),
+            engine_port: self.engine_port,
+            engine_start_timeout: self.engine_start_timeout,
+        }
+    }
 }
 
 impl Default for ServeConfig {
@@ -216,35 +228,7 @@ pub fn should_manage_engine(endpoint: &str, mode: EngineSpawnMode) -> anyhow::Re
     }
 }
 
-/// Whether `endpoint` names this machine: `localhost`, `*.localhost`, or a
-/// loopback/unspecified IP. Used for the runner-config upsert (spec §6.4).
-///
-/// Deliberate fix: the reference compares `host_str()`, which keeps IPv6
-/// brackets, so `http://[::1]:6420` was "loopback" for spawning but not
-/// "local" for the runner config. We use the parsed host, so both agree.
-pub fn is_local_endpoint(endpoint: &str) -> bool {
-    Url::parse(endpoint)
-        .ok()
-        .and_then(|url| url.host().map(|h| host_is_local(&h)))
-        .unwrap_or(false)
-}
-
-fn host_is_local(host: &Host<&str>) -> bool {
-    match host {
-        Host::Ipv4(ip) => ip.is_loopback() || ip.is_unspecified(),
-        Host::Ipv6(ip) => ip.is_loopback() || ip.is_unspecified(),
-        // Non-special schemes leave IPs as opaque "domains"; parse them too.
-        Host::Domain(name) => {
-            let bare = name.trim_start_matches('[').trim_end_matches(']');
-            name.eq_ignore_ascii_case("localhost")
-                || name.to_ascii_lowercase().ends_with(".localhost")
-                || bare
-                    .parse::<IpAddr>()
-                    .map(|ip| ip.is_loopback() || ip.is_unspecified())
-                    .unwrap_or(false)
-        }
-    }
-}
+pub use crate::engine::{host_is_local, is_local_endpoint};
 
 /// An endpoint with `namespace:token@` credentials split out.
 #[derive(Debug, PartialEq, Eq)]

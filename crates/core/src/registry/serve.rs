@@ -72,13 +72,13 @@ impl CoreRegistry {
 
         let setup = async {
             if should_manage_engine(&config.endpoint, config.engine_spawn)? {
-                match engine::ensure_engine(&config).await? {
+                match engine::ensure_engine(&config.engine_options()).await? {
                     engine::EngineStatus::Reused => tracing::info!(endpoint = %config.endpoint, "using the Rivet Engine already running"),
                     engine::EngineStatus::Spawned { pid, .. } => tracing::info!(endpoint = %config.endpoint, pid, "Rivet Engine started"),
                 }
             }
             if is_local_endpoint(&config.endpoint) {
-                engine::ensure_runner_config_with(&config, runner_config_policy(&config)).await?;
+                engine::ensure_runner_config_with(&config.engine_options(), runner_config_policy(&config)).await?;
             }
             connect_envoy(&config, &dispatcher, metadata).await
         };
