@@ -376,7 +376,7 @@ pub struct JsServerlessResponseHead {
 /// The Engine protocol version announced in `/metadata`.
 const ENVOY_PROTOCOL_VERSION: u32 = 8;
 
-/// The normal-mode metadata payload (registry-lifecycle spec §7.2).
+/// The normal-mode metadata payload (docs/drain.md).
 fn normal_metadata(config: &ServeConfig, actors: HashMap<String, serde_json::Value>) -> serde_json::Value {
     let actor_names: serde_json::Map<String, serde_json::Value> = actors
         .into_iter()

@@ -1,4 +1,4 @@
-//! Per-actor configuration with the reference defaults (spec actor-task §9).
+//! Per-actor configuration with the reference defaults (docs/generations.md).
 
 use std::time::Duration;
 

@@ -1,6 +1,6 @@
 //! The hooks a host runtime provides for an actor type.
 //!
-//! The actor task calls them in the order of the spec (actor-task §3.1, §6)
+//! The actor task calls them in the order of docs/generations.md
 //! and bounds each with its timeout; implementations only run user code.
 //! Every hook returns a `'static` future so the task can keep polling it
 //! alongside client traffic (work is accepted during sleep grace).

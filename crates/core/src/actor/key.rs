@@ -1,4 +1,4 @@
-//! The actor key wire format (spec generations §6).
+//! The actor key wire format (docs/generations.md).
 //!
 //! A key is a list of string segments joined with `/`. Inside a segment `\`
 //! and `/` are escaped with a backslash, an empty segment is written `\0`, and

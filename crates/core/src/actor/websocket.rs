@@ -1,5 +1,5 @@
-//! The actor's end of a raw WebSocket, the socket `onWebSocket` gets (spec
-//! websocket-actor-connect §6): send, close, and the events the host is
+//! The actor's end of a raw WebSocket, the socket `onWebSocket` gets (see
+//! docs/wire-formats.md): send, close, and the events the host is
 //! told about, in order.
 //!
 //! The gateway side (the upgrade, the connection, the envoy's handler) is

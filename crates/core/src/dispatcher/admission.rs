@@ -1,4 +1,4 @@
-//! Admission of client traffic (spec generations §4, `active_actor`).
+//! Admission of client traffic (docs/generations.md).
 
 use super::{start, Dispatcher};
 use crate::actor::ActorTaskHandle;

@@ -35,7 +35,7 @@ pub use records::{InstanceKey, InstanceRecord, PendingStop, StopHandle, StopReas
 use crate::actor::{ActorContext, ActorFactory};
 
 /// How long a new generation waits for older local generations to finish
-/// before it fails closed (spec: 10 s).
+/// before it fails closed (10 s).
 pub const OLDER_GENERATION_STOP_TIMEOUT: Duration = Duration::from_secs(10);
 
 use state::State;

@@ -54,7 +54,7 @@ pub enum StopReason {
 }
 
 impl StopReason {
-    /// Spec generations §3: sleep-like reasons keep the actor's data.
+    /// Sleep-like reasons keep the actor's data.
     pub fn kind(self) -> ShutdownKind {
         match self {
             StopReason::SleepIntent | StopReason::GoingAway | StopReason::Lost => ShutdownKind::Sleep,

@@ -222,7 +222,7 @@ impl Dispatcher {
         true
     }
 
-    /// Spec `wait_for_older_generations`: refuse if a newer generation
+    /// Refuse if a newer generation
     /// exists; otherwise mark every older local generation lost and wait
     /// (bounded) until all of them are finished.
     async fn wait_for_older_generations(&self, key: &InstanceKey) -> anyhow::Result<()> {

@@ -1,4 +1,4 @@
-//! The race table of spec/generations.md §7, one test per row, plus the
+//! The race table of docs/generations.md, one test per row, plus the
 //! admission table. Races are made deterministic with the dispatcher's
 //! start gate and hook gates; the clock is paused so bounded waits
 //! (10 s, 2 s) elapse instantly and exactly. No sleeps synchronise anything.

@@ -18,7 +18,7 @@ use url::Url;
 use super::http;
 use crate::error::RivetError;
 
-/// Per-request timeout of a health check (spec §6.1).
+/// Per-request timeout of a health check .
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
 const INITIAL_BACKOFF: Duration = Duration::from_millis(100);
 const MAX_BACKOFF: Duration = Duration::from_secs(1);

@@ -55,7 +55,7 @@ pub enum EngineStatus {
     Spawned { pid: u32, log_dir: PathBuf },
 }
 
-/// Reuses the engine at `config.endpoint` or starts one (spec §6.1-6.2).
+/// Reuses the engine at `config.endpoint` or starts one .
 pub async fn ensure_engine(config: &EngineOptions) -> Result<EngineStatus> {
     ensure_engine_with(config, &process_env).await
 }

@@ -1,5 +1,5 @@
 //! Deriving the engine's addresses, environment and config file from
-//! `EngineOptions` (spec §6.2): pure functions, so every rule is unit-tested
+//! `EngineOptions` : pure functions, so every rule is unit-tested
 //! without starting anything.
 //!
 //! Why a config file: on non-default ports the engine's datacenter
@@ -19,7 +19,7 @@ use super::paths::EngineDirs;
 use super::{invalid_endpoint, Env};
 use super::options::EngineOptions;
 
-/// Addresses the engine will use, derived from the endpoint (spec §6.2).
+/// Addresses the engine will use, derived from the endpoint .
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EnginePlan {
     /// An IP literal: the engine rejects host names here.
@@ -132,7 +132,7 @@ const _: () = {
     assert!(ENVOY_ELIGIBLE_THRESHOLD_MS < ENVOY_LOST_THRESHOLD_MS);
 };
 
-/// The engine's environment (spec §6.2). Added on top of the inherited
+/// The engine's environment . Added on top of the inherited
 /// environment, so a user's own `RIVET__*` settings not listed here still apply.
 pub fn engine_env(plan: &EnginePlan, dirs: &EngineDirs, env: Env<'_>) -> Vec<(String, String)> {
     let host = plan.bind_host.clone();

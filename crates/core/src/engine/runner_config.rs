@@ -4,7 +4,7 @@
 //! socket (`ws.no_runner_config`) and the envoy client reconnects forever.
 //! A local engine starts empty, so before connecting we upsert
 //! `{"datacenters": {"<dc>": {"normal": {}, "drain_on_version_upgrade": true}}}`
-//! for every datacenter it reports (spec §6.4). Remote engines are
+//! for every datacenter it reports . Remote engines are
 //! configured by their operators and are left alone.
 //!
 //! A freshly started engine may answer before its default namespace exists,

@@ -1,4 +1,4 @@
-//! HTTP action bodies in each encoding (spec http-routing §3.2): the
+//! HTTP action bodies in each encoding (docs/wire-formats.md): the
 //! request's arguments as CBOR for the actor, and the actor's CBOR output
 //! as the response body. Connection params from `x-rivet-conn-params`.
 

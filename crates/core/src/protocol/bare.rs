@@ -1,4 +1,4 @@
-//! vbare framing of client-protocol messages (spec http-routing §3.1): a
+//! vbare framing of client-protocol messages (docs/wire-formats.md): a
 //! 2-byte little-endian version, then the BARE body of that version.
 //! Requests are read in any version the type defines; responses are always
 //! written as the latest (v4).

@@ -1,5 +1,5 @@
-//! CBOR ⇄ JSON value conversion as the reference does it (spec
-//! http-routing §3.2): CBOR is read through serde into a JSON value, so byte
+//! CBOR ⇄ JSON value conversion as the reference does it (see
+//! docs/wire-formats.md): CBOR is read through serde into a JSON value, so byte
 //! strings and maps with non-string keys cannot be represented, tag-2
 //! bignums that fit become numbers and `undefined` becomes `null`.
 

@@ -1,5 +1,5 @@
-//! The client's wire encoding of an HTTP framework request (spec
-//! http-routing §3.1): chosen by the `x-rivet-encoding` header.
+//! The client's wire encoding of an HTTP framework request (see
+//! docs/wire-formats.md): chosen by the `x-rivet-encoding` header.
 
 use std::collections::HashMap;
 

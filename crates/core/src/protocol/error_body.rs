@@ -1,5 +1,4 @@
-//! How a structured error is shown to an HTTP client (spec http-routing
-//! §3.4, §6.3; errors §3): masking of non-public errors, the framework and
+//! How a structured error is shown to an HTTP client (docs/wire-formats.md): masking of non-public errors, the framework and
 //! raw-route status tables, and the body in each encoding.
 
 use serde_json::{json, Value};
@@ -20,7 +19,7 @@ pub fn client_view(err: &RivetError) -> RivetError {
     RivetError { message: MASKED_MESSAGE.to_string(), metadata: None, ..err.clone() }
 }
 
-/// Status of a framework route error (http-routing §3.4).
+/// Status of a framework route error (docs/errors.md).
 pub fn framework_status(err: &RivetError) -> u16 {
     match (err.group.as_str(), err.code.as_str()) {
         ("auth", "forbidden") => 403,
@@ -35,7 +34,7 @@ pub fn framework_status(err: &RivetError) -> u16 {
     }
 }
 
-/// Status of a raw-route admission error (http-routing §6.3).
+/// Status of a raw-route admission error (docs/errors.md).
 pub fn raw_status(err: &RivetError) -> u16 {
     match (err.group.as_str(), err.code.as_str()) {
         (_, "unauthorized") => 401,

@@ -29,7 +29,7 @@ pub use crate::engine::options::{DEFAULT_ENGINE_PORT, DEFAULT_ENGINE_START_TIMEO
 /// How long we wait for the engine's init message on the envoy link.
 pub const DEFAULT_ENVOY_CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Whether this process should find/start a local engine (spec §5).
+/// Whether this process should find/start a local engine .
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum EngineSpawnMode {
     /// Manage the engine only when the endpoint is a loopback address.
@@ -211,7 +211,7 @@ impl ServeConfig {
     }
 }
 
-/// Spec §5: `Always`/`Never` win; `Auto` manages loopback endpoints only.
+/// `Always`/`Never` win; `Auto` manages loopback endpoints only.
 /// An unparsable endpoint (or one without a host) is `config.invalid`.
 pub fn should_manage_engine(endpoint: &str, mode: EngineSpawnMode) -> anyhow::Result<bool> {
     match mode {

@@ -1,4 +1,4 @@
-//! The serve run (spec registry-lifecycle §3, §4): engine (reuse or spawn),
+//! The serve run (docs/drain.md): engine (reuse or spawn),
 //! runner config, envoy, then wait for the shutdown token and drain.
 //!
 //! There is no signal handling here or anywhere in the library: the host

@@ -1,5 +1,5 @@
 //! The actor's wake-up inside the task: the `setAlarm` alarm (`onAlarm`)
-//! and due scheduled actions (spec actor-task §7), fired only while started;
+//! and due scheduled actions (docs/generations.md), fired only while started;
 //! a sleeping actor is started by the engine's alarm and fires them then.
 
 use std::time::Duration;

@@ -99,7 +99,7 @@ impl ActorTask {
                     let _ = reply.send(Err(err.into_anyhow().context(self.ctx.specifier())));
                     return;
                 };
-                // No core timeout (spec §6): the socket and its connection
+                // No core timeout : the socket and its connection
                 // live on after the hook, which only sets them up.
                 let specifier = self.ctx.specifier();
                 self.inflight.spawn(async move {

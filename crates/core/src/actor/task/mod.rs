@@ -34,7 +34,7 @@ use super::lifecycle::Phase;
 use super::{ActorContext, ActorFactory, GenerationHold, LifecycleHook};
 use crate::error::catalog;
 
-/// How long a lost generation may take to tear down (spec: 2 s).
+/// How long a lost generation may take to tear down (2 s).
 pub const LOST_SHUTDOWN_GRACE_PERIOD: Duration = Duration::from_secs(2);
 const LIFECYCLE_QUEUE_CAPACITY: usize = 8;
 
@@ -205,7 +205,7 @@ impl ActorTask {
         }
     }
 
-    /// Spec actor-task §5.1: idle means started, sleep allowed, nothing in
+    /// idle means started, sleep allowed, nothing in
     /// flight and no keep-awake region open.
     fn can_sleep(&self) -> bool {
         self.ctx.phase() == Phase::Started

@@ -1,5 +1,5 @@
 //! Stopping a generation: sleep/destroy grace, the final save, and the
-//! bounded teardown of a lost generation (spec actor-task §6, §6.1).
+//! bounded teardown of a lost generation (docs/generations.md).
 
 use std::time::Duration;
 

@@ -1,4 +1,4 @@
-//! The start sequence of one generation (spec actor-task §3, §3.1).
+//! The start sequence of one generation (docs/generations.md).
 
 use super::{with_timeout, ActorTask};
 use crate::actor::lifecycle::Phase;

@@ -1,4 +1,4 @@
-//! The admission table of spec generations §4.
+//! The admission table of docs/generations.md.
 
 use super::doubles::*;
 use crate::dispatcher::StopReason;

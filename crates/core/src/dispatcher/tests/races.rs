@@ -1,4 +1,4 @@
-//! Spec generations §7, rows 1–16.
+//! The race table of docs/generations.md, rows 1–16.
 
 use super::doubles::*;
 use crate::actor::ShutdownKind;

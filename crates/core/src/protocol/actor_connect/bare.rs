@@ -1,4 +1,4 @@
-//! BARE frames (spec websocket-actor-connect §4.3): vbare, a u16 LE version
+//! BARE frames (docs/wire-formats.md): vbare, a u16 LE version
 //! then the body. `ToClient` is always written as version 4; `ToServer` is
 //! read in versions 1–4. Payloads are the CBOR bytes, untouched.
 

@@ -1,4 +1,4 @@
-//! CBOR frames (spec websocket-actor-connect §4.2).
+//! CBOR frames (docs/wire-formats.md).
 //!
 //! Outbound messages are written by hand so that the client's decoder
 //! (cbor-x, whose 64-bit integers decode as `bigint`) sees what it expects:

@@ -1,4 +1,4 @@
-//! JSON frames (spec websocket-actor-connect §4.1), sent as text.
+//! JSON frames (docs/wire-formats.md), sent as text.
 //!
 //! `id` and `actionId` are the client's JSON-compat bigint
 //! `["$BigInt", "<decimal>"]` (its `jsonParseCompat` revives them);

@@ -1,5 +1,5 @@
-//! The actor-connect WebSocket protocol's messages (spec
-//! websocket-actor-connect §2, §4): the subprotocols of the upgrade (message
+//! The actor-connect WebSocket protocol's messages (see
+//! docs/wire-formats.md): the subprotocols of the upgrade (message
 //! encoding and connection params), the server → client messages (`Init`,
 //! `Error`, `ActionResponse`, `Event`) and the client → server messages
 //! (`ActionRequest`, `SubscriptionRequest`) in each encoding.
@@ -99,7 +99,7 @@ pub fn decode_to_server(encoding: Encoding, data: &[u8]) -> anyhow::Result<ToSer
     }
 }
 
-/// `protocol.invalid_actor_connect_request` (errors §4), with its fields as
+/// `protocol.invalid_actor_connect_request` (docs/errors.md), with its fields as
 /// metadata.
 pub fn invalid_request(field: &str, reason: impl Into<String>) -> RivetError {
     let reason = reason.into();
@@ -120,7 +120,7 @@ fn invalid(field: &str, reason: impl Into<String>) -> anyhow::Error {
 
 /// The `Error` message for `err`. `masked` for an action failure (a
 /// non-public error keeps its group and code, loses message and metadata:
-/// errors §3); unmasked for a connection-setup failure. Metadata is carried
+/// docs/errors.md); unmasked for a connection-setup failure. Metadata is carried
 /// as the CBOR of its JSON; the actor specifier is kept either way.
 pub fn error_message(err: &RivetError, action_id: Option<u64>, masked: bool) -> ToClient {
     let view = if masked { client_view(err) } else { err.clone() };
@@ -138,7 +138,7 @@ pub fn error_message(err: &RivetError, action_id: Option<u64>, masked: bool) -> 
 }
 
 /// Sent instead of an `ActionResponse` that exceeds the outgoing limit
-/// (spec §3.1); not itself size-checked.
+/// ; not itself size-checked.
 pub fn outgoing_too_long_message(action_id: u64) -> ToClient {
     ToClient::Error {
         group: "message".to_owned(),
@@ -150,7 +150,7 @@ pub fn outgoing_too_long_message(action_id: u64) -> ToClient {
     }
 }
 
-/// Sent when connection setup exceeds `on_connect_timeout` (spec §2.3),
+/// Sent when connection setup exceeds `on_connect_timeout` ,
 /// before closing with 1011 `actor.callback_timed_out`.
 pub fn setup_timed_out_message(timeout_ms: u128) -> ToClient {
     ToClient::Error {
@@ -259,7 +259,7 @@ pub fn parse_encoding(header_values: &[&str]) -> Result<Encoding, HandshakeError
 /// The connection params as CBOR: the first `rivet_conn_params.*`, URL-form
 /// decoded (the whole item is the value: `+` is a space, `%XX` a byte),
 /// parsed as JSON and re-encoded; CBOR `null` when there is none. Also used
-/// by raw WebSockets (spec §6).
+/// by raw WebSockets .
 pub fn parse_conn_params(header_values: &[&str]) -> Result<Vec<u8>, HandshakeError> {
     let invalid = |reason: String| HandshakeError::InvalidConnParams { reason };
     let value = match find_subprotocol(header_values, CONN_PARAMS_PROTOCOL_PREFIX) {
@@ -470,7 +470,7 @@ pub(crate) mod tests {
             assert_eq!(parse_subprotocols(&[&value]).unwrap().0, encoding, "{name}");
         }
         // Split across several header values, whitespace trimmed.
-        assert_eq!(parse_encoding(&["rivet", "  rivet_encoding.bare  ,x"]).unwrap(), Encoding::Bare);
+        assert_eq!(parse_encoding(&["rivet", "  rivet_encoding.bare  x"]).unwrap(), Encoding::Bare);
         // The first one wins.
         assert_eq!(parse_encoding(&["rivet_encoding.cbor,rivet_encoding.bogus"]).unwrap(), Encoding::Cbor);
     }

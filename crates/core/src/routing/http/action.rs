@@ -1,4 +1,4 @@
-//! `POST /action/<name>` (spec http-routing §3.2): method, size and body
+//! `POST /action/<name>` (docs/wire-formats.md): method, size and body
 //! checks, dispatch to the actor task (which bounds it by the action
 //! timeout), and the response in the request's encoding.
 

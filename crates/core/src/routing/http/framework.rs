@@ -1,4 +1,4 @@
-//! Framework routes (spec http-routing §1 step 4, §3, §4): admission, then
+//! Framework routes (docs/wire-formats.md): admission, then
 //! the action, queue, root, health, metadata and not-found handlers. Every
 //! error is a structured body in the request's encoding.
 
@@ -14,7 +14,7 @@ use crate::protocol::Encoding;
 const ROOT_TEXT: &str = "This is an RivetKit actor.\n\nLearn more at https://rivetkit.org";
 
 /// `/metadata` reports the version of the reference core whose behaviour
-/// this crate implements (spec http-routing §4), as the reference reports
+/// this crate implements (docs/wire-formats.md), as the reference reports
 /// its own crate version.
 const REFERENCE_CORE_VERSION: &str = "2.3.24-rc.1";
 

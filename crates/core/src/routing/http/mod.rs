@@ -1,4 +1,4 @@
-//! Gateway HTTP → actor (spec http-routing §1–§5).
+//! Gateway HTTP → actor (docs/wire-formats.md).
 //!
 //! [`handle_fetch`] classifies the path ([`route`]), buffers the body and
 //! hands the request to the raw handler (`/request[/…]` → `onRequest`) or to

@@ -1,4 +1,4 @@
-//! Raw requests to the actor's `onRequest` (spec http-routing §5).
+//! Raw requests to the actor's `onRequest` (docs/wire-formats.md).
 
 use rivet_envoy_client::config::{HttpRequest as EnvoyRequest, HttpResponse as EnvoyResponse};
 

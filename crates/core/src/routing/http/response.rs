@@ -1,6 +1,6 @@
 //! Building envoy responses: bodies with a content type, structured errors
-//! in the request's encoding (spec http-routing §3.4) and the actor headers
-//! every routed response carries (§2).
+//! in the request's encoding (docs/wire-formats.md) and the actor headers
+//! every routed response carries (docs/wire-formats.md).
 
 use std::collections::HashMap;
 
@@ -26,7 +26,7 @@ pub(super) fn text(status: u16, body: &str) -> EnvoyResponse {
     bytes(status, "text/plain; charset=utf-8", body.as_bytes().to_vec())
 }
 
-/// A framework error in `encoding`: status from the §3.4 table unless
+/// A framework error in `encoding`: status from the table in docs/errors.md unless
 /// `status` overrides it, message and metadata masked unless public, the
 /// `actor` of the error or else `fallback_actor`, and that actor's headers.
 pub(super) fn framework_error(
@@ -52,7 +52,7 @@ pub(super) fn framework_error(
     Ok(response)
 }
 
-/// A raw-route admission failure: always JSON, `metadata: null` (§6.3).
+/// A raw-route admission failure: always JSON, `metadata: null` (docs/wire-formats.md).
 pub(super) fn raw_admission_error(err: &anyhow::Error) -> EnvoyResponse {
     let e = RivetError::extract(err);
     let mut response = json(error_body::raw_status(&e), &error_body::raw_json(&e));

@@ -1,11 +1,11 @@
-//! Which handler a gateway path goes to (spec http-routing §1 step 2), and
+//! Which handler a gateway path goes to (docs/wire-formats.md), and
 //! the percent-decoding of action and queue names.
 
 use crate::error::RivetError;
 
 #[derive(Debug, PartialEq, Eq)]
 pub(super) enum Route {
-    /// Raw request to `onRequest`, with the rewritten URI (§5).
+    /// Raw request to `onRequest`, with the rewritten URI (docs/wire-formats.md).
     Raw(String),
     /// `POST /action/<name>`, name percent-decoded.
     Action(String),

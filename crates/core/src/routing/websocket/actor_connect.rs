@@ -1,4 +1,4 @@
-//! The actor-connect WebSocket (spec websocket-actor-connect §2–§3):
+//! The actor-connect WebSocket (docs/wire-formats.md):
 //! handshake and connection setup, then actions (concurrently) and
 //! subscriptions (in order) over one socket.
 

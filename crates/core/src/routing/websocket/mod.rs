@@ -1,4 +1,4 @@
-//! Gateway WebSockets → actor (spec websocket-actor-connect §1).
+//! Gateway WebSockets → actor (docs/wire-formats.md).
 //!
 //! `/connect` speaks the actor-connect protocol ([`actor_connect`]); any
 //! other path is a raw WebSocket for the actor's `onWebSocket` ([`raw`]).

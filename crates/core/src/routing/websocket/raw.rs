@@ -1,5 +1,4 @@
-//! Raw WebSockets for the actor's `onWebSocket` (spec websocket-actor-connect
-//! §6): every path but `/connect`. The gateway plumbing only; the socket
+//! Raw WebSockets for the actor's `onWebSocket` (docs/wire-formats.md): every path but `/connect`. The gateway plumbing only; the socket
 //! the actor sees, its events and their bound are [`RawWebSocket`] in
 //! `actor::websocket`.
 //!

@@ -61,7 +61,7 @@ impl ConnTransport for SocketTransport {
             Err(err) => {
                 let e = RivetError::extract(&err);
                 if e.qualified_code() == "message.outgoing_too_long" {
-                    // Spec §3.2: an oversize event closes the socket.
+                    // An oversize event closes the socket (docs/wire-formats.md).
                     self.close(1011, "message.outgoing_too_long");
                 }
                 Err(err)
