@@ -12,16 +12,16 @@ use napi::bindgen_prelude::{Buffer, Function, Object, ObjectRef, Promise, Promis
 use rivetkit_native_core::actor::save::SaveOptions;
 
 use crate::js_callback::Ignored;
-use napi::threadsafe_function::ThreadsafeFunctionCallMode;
 use napi::bindgen_prelude::JsObjectValue;
+use napi::threadsafe_function::ThreadsafeFunctionCallMode;
 use napi::{Env, JsValue};
 use napi_derive::napi;
 use rivetkit_native_core::actor::ActorContext as CoreContext;
 
 use crate::error::{reject, spawn_promise, throw, to_js_error};
 use crate::types::args::{self, ArgResult};
-use crate::types::StateDeltaPayload;
 use crate::types::JsActorKeySegment;
+use crate::types::StateDeltaPayload;
 
 #[napi]
 pub struct ActorContext {
@@ -141,7 +141,11 @@ impl ActorContext {
     /// has been acknowledged by the engine: what the state held before the
     /// call is then durable.
     #[napi(ts_args_type = "opts?: JsRequestSaveOpts | undefined | null", ts_return_type = "Promise<void>")]
-    pub fn request_save_and_wait<'env>(&self, env: &'env Env, opts: Option<Unknown<'env>>) -> napi::Result<PromiseRaw<'env, ()>> {
+    pub fn request_save_and_wait<'env>(
+        &self,
+        env: &'env Env,
+        opts: Option<Unknown<'env>>,
+    ) -> napi::Result<PromiseRaw<'env, ()>> {
         let ctx = self.inner.clone();
         let options = match save_options(opts) {
             Ok(options) => options,
@@ -221,7 +225,10 @@ impl ActorContext {
     /// A connection without a socket (RivetKit uses one per raw HTTP
     /// request): the connect hooks run and it is registered until
     /// `conn.disconnect()`.
-    #[napi(ts_args_type = "params: Buffer, request?: JsHttpRequest | undefined | null", ts_return_type = "Promise<ConnHandle>")]
+    #[napi(
+        ts_args_type = "params: Buffer, request?: JsHttpRequest | undefined | null",
+        ts_return_type = "Promise<ConnHandle>"
+    )]
     pub fn connect_conn<'env>(
         &self,
         env: &'env Env,
@@ -361,7 +368,11 @@ impl ActorContext {
     /// now) and disconnects those for which it returns a truthy value. A
     /// throw from the predicate is thrown from this call.
     #[napi(ts_args_type = "predicate: (conn: ConnHandle) => unknown", ts_return_type = "Promise<void>")]
-    pub fn disconnect_conns<'env>(&self, env: &'env Env, predicate: Function<'env, crate::conn::ConnHandle, Unknown<'env>>) -> napi::Result<PromiseRaw<'env, ()>> {
+    pub fn disconnect_conns<'env>(
+        &self,
+        env: &'env Env,
+        predicate: Function<'env, crate::conn::ConnHandle, Unknown<'env>>,
+    ) -> napi::Result<PromiseRaw<'env, ()>> {
         for conn in self.inner.conns().list() {
             if predicate.call(crate::conn::ConnHandle::new(&self.inner, &conn))?.coerce_to_bool()? {
                 crate::conn::disconnect(&self.inner, &conn, None);

@@ -65,12 +65,8 @@ impl CancellationToken {
     pub fn cancel(&self, env: &Env) -> napi::Result<()> {
         // Claim this object's listeners before cancelling, so that the
         // waiting tasks leave them to us and none is lost at exit.
-        let claimed: Vec<_> = self
-            .lock_local()
-            .drain(..)
-            .filter(|l| !l.fired.swap(true, Ordering::AcqRel))
-            .map(|l| l.function)
-            .collect();
+        let claimed: Vec<_> =
+            self.lock_local().drain(..).filter(|l| !l.fired.swap(true, Ordering::AcqRel)).map(|l| l.function).collect();
         self.inner.cancel();
         for function in claimed {
             queue_microtask(env, function.borrow_back(env)?)?;
@@ -81,11 +77,7 @@ impl CancellationToken {
     /// Runs `callback` once, after the token is cancelled (soon, if it
     /// already is). Does not keep the process alive.
     #[napi(ts_args_type = "callback: () => void")]
-    pub fn on_cancelled(
-        &self,
-        env: &Env,
-        callback: Function<'_, (), UnknownReturnValue>,
-    ) -> napi::Result<()> {
+    pub fn on_cancelled(&self, env: &Env, callback: Function<'_, (), UnknownReturnValue>) -> napi::Result<()> {
         if self.inner.is_cancelled() {
             return queue_microtask(env, callback);
         }
@@ -93,19 +85,12 @@ impl CancellationToken {
         // throw to hand it to an awaiting caller. A listener is called with
         // no argument, nobody awaits it, and its throw must stay an uncaught
         // exception (see the module docs), which a direct call gives.
-        let tsfn = callback
-            .build_threadsafe_function::<()>()
-            .callee_handled::<false>()
-            .weak::<true>()
-            .build()?;
+        let tsfn = callback.build_threadsafe_function::<()>().callee_handled::<false>().weak::<true>().build()?;
         let fired = Arc::new(AtomicBool::new(false));
         let mut local = self.lock_local();
         // Drop listeners that a waiting task already ran.
         local.retain(|l| !l.fired.load(Ordering::Acquire));
-        local.push(LocalListener {
-            fired: fired.clone(),
-            function: callback.create_ref()?,
-        });
+        local.push(LocalListener { fired: fired.clone(), function: callback.create_ref()? });
         drop(local);
         let token = self.inner.clone();
         crate::runtime::spawn(async move {
@@ -121,10 +106,7 @@ impl CancellationToken {
 impl CancellationToken {
     /// A JS object around an existing token (for payloads to JavaScript).
     pub fn from_inner(inner: TokioToken) -> Self {
-        Self {
-            inner,
-            local: Mutex::new(Vec::new()),
-        }
+        Self { inner, local: Mutex::new(Vec::new()) }
     }
 
     /// The shared token.
@@ -138,10 +120,7 @@ impl CancellationToken {
     }
 }
 
-fn queue_microtask<'a>(
-    env: &Env,
-    callback: Function<'a, (), UnknownReturnValue>,
-) -> napi::Result<()> {
+fn queue_microtask<'a>(env: &Env, callback: Function<'a, (), UnknownReturnValue>) -> napi::Result<()> {
     let queue: Function<'a, Function<'a, (), UnknownReturnValue>, UnknownReturnValue> =
         env.get_global()?.get_named_property("queueMicrotask")?;
     queue.call(callback)?;

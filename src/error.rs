@@ -57,11 +57,7 @@ pub struct JsVisibility {
 
 impl std::fmt::Display for JsVisibility {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "error raised in JavaScript (public: {}, status {})",
-            self.public, self.status_code
-        )
+        write!(f, "error raised in JavaScript (public: {}, status {})", self.public, self.status_code)
     }
 }
 
@@ -87,11 +83,7 @@ impl BridgedError {
             (Some(v), None) => (v.public, v.status_code),
             (None, None) => (false, 500),
         };
-        Self {
-            error,
-            public,
-            status_code,
-        }
+        Self { error, public, status_code }
     }
 
     /// `group.code`, the value of the JS error's `code` property.
@@ -158,9 +150,7 @@ fn build_js_error(env: &Env, bridged: &BridgedError) -> napi::Result<napi::Error
     }
     // Keeps a reference to the object: napi-rs hands it back verbatim when
     // it throws or rejects with this error on the same thread.
-    Ok(napi::Error::from_unknown_without_coercion(
-        object.to_unknown(),
-    ))
+    Ok(napi::Error::from_unknown_without_coercion(object.to_unknown()))
 }
 
 /// Runs `fut` on the addon's runtime and returns a promise that resolves
@@ -257,18 +247,11 @@ pub fn from_js_error(callback: &str, err: napi::Error) -> anyhow::Error {
 pub fn from_js_reason(callback: &str, reason: &str) -> anyhow::Error {
     match parse_bridged(reason) {
         Some(bridged) => {
-            let visibility = JsVisibility {
-                public: bridged.public,
-                status_code: bridged.status_code,
-            };
+            let visibility = JsVisibility { public: bridged.public, status_code: bridged.status_code };
             bridged.error.into_anyhow().context(visibility)
         }
         None => {
-            tracing::warn!(
-                callback,
-                error = reason,
-                "JavaScript callback failed with an unstructured error"
-            );
+            tracing::warn!(callback, error = reason, "JavaScript callback failed with an unstructured error");
             anyhow::anyhow!("JavaScript callback `{callback}` failed: {reason}")
         }
     }
@@ -278,10 +261,7 @@ pub fn from_js_reason(callback: &str, reason: &str) -> anyhow::Error {
 /// one with a valid JSON object (text after the JSON is ignored).
 pub fn parse_bridged(reason: &str) -> Option<BridgedError> {
     let start = reason.find(BRIDGE_PREFIX)? + BRIDGE_PREFIX.len();
-    let value = serde_json::Deserializer::from_str(&reason[start..])
-        .into_iter::<Value>()
-        .next()?
-        .ok()?;
+    let value = serde_json::Deserializer::from_str(&reason[start..]).into_iter::<Value>().next()?.ok()?;
     let object = value.as_object()?;
     let text = |key: &str| object.get(key).and_then(Value::as_str).map(str::to_owned);
     let group = text("group")?;
@@ -290,20 +270,10 @@ pub fn parse_bridged(reason: &str) -> Option<BridgedError> {
     let mut error = RivetError::new(group, code, message);
     error.metadata = object.get("metadata").filter(|m| !m.is_null()).cloned();
     error.actor = object.get("actor").and_then(parse_actor);
-    let public = object
-        .get("public")
-        .and_then(Value::as_bool)
-        .unwrap_or(false);
-    let status_code = object
-        .get("statusCode")
-        .and_then(Value::as_u64)
-        .and_then(|s| u16::try_from(s).ok())
-        .unwrap_or(500);
-    Some(BridgedError {
-        error,
-        public,
-        status_code,
-    })
+    let public = object.get("public").and_then(Value::as_bool).unwrap_or(false);
+    let status_code =
+        object.get("statusCode").and_then(Value::as_u64).and_then(|s| u16::try_from(s).ok()).unwrap_or(500);
+    Some(BridgedError { error, public, status_code })
 }
 
 fn parse_actor(value: &Value) -> Option<ActorSpecifier> {
@@ -320,8 +290,7 @@ mod tests {
 
     #[test]
     fn rust_error_becomes_prefixed_json_with_public_status() {
-        let err =
-            rivetkit_native_core::error::catalog::actor_not_found("actor", "abc").into_anyhow();
+        let err = rivetkit_native_core::error::catalog::actor_not_found("actor", "abc").into_anyhow();
         let bridged = BridgedError::from_anyhow(&err);
         assert_eq!(bridged.qualified_code(), "actor.not_found");
         assert!(bridged.public);
@@ -373,17 +342,10 @@ mod tests {
 
     #[test]
     fn malformed_or_missing_json_is_a_plain_error() {
-        for reason in [
-            "plain failure",
-            "__RIVET_ERROR_JSON__:{not json",
-            "__RIVET_ERROR_JSON__:[1]",
-        ] {
+        for reason in ["plain failure", "__RIVET_ERROR_JSON__:{not json", "__RIVET_ERROR_JSON__:[1]"] {
             assert!(parse_bridged(reason).is_none(), "{reason}");
             let err = from_js_reason("onWake", reason);
-            assert_eq!(
-                RivetError::extract(&err).qualified_code(),
-                "core.internal_error"
-            );
+            assert_eq!(RivetError::extract(&err).qualified_code(), "core.internal_error");
             assert!(format!("{err}").contains("onWake"));
         }
     }
@@ -393,8 +355,6 @@ mod tests {
         let err = from_js_error("run", napi::Error::new(Status::Closing, "closing"));
         let e = RivetError::extract(&err);
         assert_eq!(e.qualified_code(), "actor.js_callback_unavailable");
-        assert!(e
-            .message
-            .starts_with("JavaScript callback `run` could not be invoked: "));
+        assert!(e.message.starts_with("JavaScript callback `run` could not be invoked: "));
     }
 }

@@ -9,8 +9,8 @@ use napi_derive::napi;
 use rivetkit_native_core::actor::{ActorConfig, ActorFactory};
 
 use crate::error::{throw, to_js_error};
-use crate::types::args;
 use crate::hooks::JsHooks;
+use crate::types::args;
 use napi::Env;
 use rivetkit_native_core::error::catalog;
 use rivetkit_native_core::RivetError;
@@ -117,7 +117,9 @@ impl JsActorConfig {
         ] {
             ms(field, value, Duration::ZERO)?;
         }
-        for (field, value) in [("maxQueueSize", self.max_queue_size), ("maxQueueMessageSize", self.max_queue_message_size)] {
+        for (field, value) in
+            [("maxQueueSize", self.max_queue_size), ("maxQueueMessageSize", self.max_queue_message_size)]
+        {
             size(field, value, 0)?;
         }
         let action_timeout = ms("actionTimeoutMs", self.action_timeout_ms, d.action_timeout)?;
@@ -131,18 +133,38 @@ impl JsActorConfig {
             create_vars_timeout: ms("createVarsTimeoutMs", self.create_vars_timeout_ms, d.create_vars_timeout)?,
             on_migrate_timeout: ms("onMigrateTimeoutMs", self.on_migrate_timeout_ms, d.on_migrate_timeout)?,
             on_wake_timeout: ms("onWakeTimeoutMs", self.on_wake_timeout_ms, d.on_wake_timeout)?,
-            on_before_actor_start_timeout: ms("onBeforeActorStartTimeoutMs", self.on_before_actor_start_timeout_ms, d.on_before_actor_start_timeout)?,
+            on_before_actor_start_timeout: ms(
+                "onBeforeActorStartTimeoutMs",
+                self.on_before_actor_start_timeout_ms,
+                d.on_before_actor_start_timeout,
+            )?,
             action_timeout,
-            on_before_connect_timeout: ms("onBeforeConnectTimeoutMs", self.on_before_connect_timeout_ms, d.on_before_connect_timeout)?,
-            create_conn_state_timeout: ms("createConnStateTimeoutMs", self.create_conn_state_timeout_ms, d.create_conn_state_timeout)?,
+            on_before_connect_timeout: ms(
+                "onBeforeConnectTimeoutMs",
+                self.on_before_connect_timeout_ms,
+                d.on_before_connect_timeout,
+            )?,
+            create_conn_state_timeout: ms(
+                "createConnStateTimeoutMs",
+                self.create_conn_state_timeout_ms,
+                d.create_conn_state_timeout,
+            )?,
             on_connect_timeout: ms("onConnectTimeoutMs", self.on_connect_timeout_ms, d.on_connect_timeout)?,
             // The reference: onRequestTimeoutMs, else actionTimeoutMs, else 60 s.
             on_request_timeout: ms("onRequestTimeoutMs", self.on_request_timeout_ms, action_timeout)?,
             sleep_timeout: ms("sleepTimeoutMs", self.sleep_timeout_ms, d.sleep_timeout)?,
             no_sleep: self.no_sleep.unwrap_or(d.no_sleep),
             sleep_grace_period: ms("sleepGracePeriodMs", self.sleep_grace_period_ms, d.sleep_grace_period)?,
-            max_incoming_message_size: size("maxIncomingMessageSize", self.max_incoming_message_size, d.max_incoming_message_size)?,
-            max_outgoing_message_size: size("maxOutgoingMessageSize", self.max_outgoing_message_size, d.max_outgoing_message_size)?,
+            max_incoming_message_size: size(
+                "maxIncomingMessageSize",
+                self.max_incoming_message_size,
+                d.max_incoming_message_size,
+            )?,
+            max_outgoing_message_size: size(
+                "maxOutgoingMessageSize",
+                self.max_outgoing_message_size,
+                d.max_outgoing_message_size,
+            )?,
             dispatch_queue_capacity: d.dispatch_queue_capacity,
             max_schedules: size("maxSchedules", self.max_schedules, d.max_schedules)?,
         })
@@ -164,9 +186,8 @@ impl NapiActorFactory {
     pub fn new(env: &Env, callbacks: Unknown<'_>, config: Option<Unknown<'_>>) -> napi::Result<Self> {
         let _ = CALLBACKS_TS_TYPE;
         let callbacks: Object<'_> = args::object("callbacks", callbacks).map_err(|e| throw(env, e))?;
-        let hooks = JsHooks::from_object(&callbacks).map_err(|err| {
-            to_js_error(env, catalog::invalid_argument(err.reason.clone()).into_anyhow())
-        })?;
+        let hooks = JsHooks::from_object(&callbacks)
+            .map_err(|err| to_js_error(env, catalog::invalid_argument(err.reason.clone()).into_anyhow()))?;
         let config: Option<JsActorConfig> = args::opt_object("config", config).map_err(|e| throw(env, e))?;
         let config = config.unwrap_or_default().into_core().map_err(|e| throw(env, e))?;
         Ok(Self { inner: ActorFactory::new(config, Arc::new(hooks)) })

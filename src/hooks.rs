@@ -12,7 +12,8 @@ use napi::bindgen_prelude::{Buffer, FromNapiValue, JsObjectValue, Object, Unknow
 use napi::ValueType;
 use napi_derive::napi;
 use rivetkit_native_core::actor::{
-    ActorContext as CoreContext, ActorHooks, ScheduledFire, Conn, HttpRequest, HttpResponse, LifecycleHook, SerializeReason, StateDelta,
+    ActorContext as CoreContext, ActorHooks, Conn, HttpRequest, HttpResponse, LifecycleHook, ScheduledFire,
+    SerializeReason, StateDelta,
 };
 use rivetkit_native_core::error::catalog;
 use tokio_util::sync::CancellationToken as CoreToken;
@@ -244,7 +245,11 @@ impl ActorHooks for JsHooks {
         void_call(&self.on_migrate, || MigratePayload { ctx: js_ctx(ctx), is_new })
     }
 
-    fn create_state(&self, ctx: &CoreContext, input: Option<Vec<u8>>) -> Option<BoxFuture<'static, anyhow::Result<Vec<u8>>>> {
+    fn create_state(
+        &self,
+        ctx: &CoreContext,
+        input: Option<Vec<u8>>,
+    ) -> Option<BoxFuture<'static, anyhow::Result<Vec<u8>>>> {
         let hook = self.create_state.clone()?;
         let payload = CreatePayload { ctx: js_ctx(ctx), input: input.map(Buffer::from) };
         Some(async move { Ok(hook.call(payload).await?.to_vec()) }.boxed())
@@ -267,7 +272,11 @@ impl ActorHooks for JsHooks {
         void_call(callback, || CtxPayload { ctx: js_ctx(ctx) })
     }
 
-    fn serialize_state(&self, ctx: &CoreContext, reason: SerializeReason) -> Option<BoxFuture<'static, anyhow::Result<StateDelta>>> {
+    fn serialize_state(
+        &self,
+        ctx: &CoreContext,
+        reason: SerializeReason,
+    ) -> Option<BoxFuture<'static, anyhow::Result<StateDelta>>> {
         let hook = self.serialize_state.clone()?;
         let payload = SerializePayload { ctx: js_ctx(ctx), reason: reason.as_str().to_string() };
         Some(
@@ -279,11 +288,26 @@ impl ActorHooks for JsHooks {
         )
     }
 
-    fn on_before_connect(&self, ctx: &CoreContext, params: Vec<u8>, request: Option<HttpRequest>) -> Option<BoxFuture<'static, anyhow::Result<()>>> {
-        void_call(&self.on_before_connect, || ConnectPayload { ctx: js_ctx(ctx), params: Buffer::from(params), request: request.map(js_request) })
+    fn on_before_connect(
+        &self,
+        ctx: &CoreContext,
+        params: Vec<u8>,
+        request: Option<HttpRequest>,
+    ) -> Option<BoxFuture<'static, anyhow::Result<()>>> {
+        void_call(&self.on_before_connect, || ConnectPayload {
+            ctx: js_ctx(ctx),
+            params: Buffer::from(params),
+            request: request.map(js_request),
+        })
     }
 
-    fn create_conn_state(&self, ctx: &CoreContext, conn: &Conn, params: Vec<u8>, request: Option<HttpRequest>) -> Option<BoxFuture<'static, anyhow::Result<Vec<u8>>>> {
+    fn create_conn_state(
+        &self,
+        ctx: &CoreContext,
+        conn: &Conn,
+        params: Vec<u8>,
+        request: Option<HttpRequest>,
+    ) -> Option<BoxFuture<'static, anyhow::Result<Vec<u8>>>> {
         let hook = self.create_conn_state.clone()?;
         let payload = ConnStatePayload {
             ctx: js_ctx(ctx),
@@ -294,15 +318,33 @@ impl ActorHooks for JsHooks {
         Some(async move { Ok(hook.call(payload).await?.to_vec()) }.boxed())
     }
 
-    fn on_connect(&self, ctx: &CoreContext, conn: &Conn, request: Option<HttpRequest>) -> Option<BoxFuture<'static, anyhow::Result<()>>> {
-        void_call(&self.on_connect, || ConnPayload { ctx: js_ctx(ctx), conn: ConnHandle::new(ctx, conn), request: request.map(js_request) })
+    fn on_connect(
+        &self,
+        ctx: &CoreContext,
+        conn: &Conn,
+        request: Option<HttpRequest>,
+    ) -> Option<BoxFuture<'static, anyhow::Result<()>>> {
+        void_call(&self.on_connect, || ConnPayload {
+            ctx: js_ctx(ctx),
+            conn: ConnHandle::new(ctx, conn),
+            request: request.map(js_request),
+        })
     }
 
     fn on_disconnect(&self, ctx: &CoreContext, conn: &Conn) -> Option<BoxFuture<'static, anyhow::Result<()>>> {
-        void_call(&self.on_disconnect, || ConnPayload { ctx: js_ctx(ctx), conn: ConnHandle::new(ctx, conn), request: None })
+        void_call(&self.on_disconnect, || ConnPayload {
+            ctx: js_ctx(ctx),
+            conn: ConnHandle::new(ctx, conn),
+            request: None,
+        })
     }
 
-    fn on_before_subscribe(&self, ctx: &CoreContext, conn: &Conn, event_name: &str) -> Option<BoxFuture<'static, anyhow::Result<()>>> {
+    fn on_before_subscribe(
+        &self,
+        ctx: &CoreContext,
+        conn: &Conn,
+        event_name: &str,
+    ) -> Option<BoxFuture<'static, anyhow::Result<()>>> {
         void_call(&self.on_before_subscribe, || SubscribePayload {
             ctx: js_ctx(ctx),
             conn: ConnHandle::new(ctx, conn),
@@ -310,7 +352,13 @@ impl ActorHooks for JsHooks {
         })
     }
 
-    fn on_websocket(&self, ctx: &CoreContext, conn: &Conn, ws: RawWebSocket, request: Option<HttpRequest>) -> Option<BoxFuture<'static, anyhow::Result<()>>> {
+    fn on_websocket(
+        &self,
+        ctx: &CoreContext,
+        conn: &Conn,
+        ws: RawWebSocket,
+        request: Option<HttpRequest>,
+    ) -> Option<BoxFuture<'static, anyhow::Result<()>>> {
         void_call(&self.on_websocket, || WebSocketPayload {
             ctx: js_ctx(ctx),
             conn: ConnHandle::new(ctx, conn),
@@ -319,15 +367,34 @@ impl ActorHooks for JsHooks {
         })
     }
 
-    fn action(&self, ctx: &CoreContext, conn: Option<&Conn>, name: &str, args: Vec<u8>, cancel: CoreToken) -> Option<BoxFuture<'static, anyhow::Result<Vec<u8>>>> {
+    fn action(
+        &self,
+        ctx: &CoreContext,
+        conn: Option<&Conn>,
+        name: &str,
+        args: Vec<u8>,
+        cancel: CoreToken,
+    ) -> Option<BoxFuture<'static, anyhow::Result<Vec<u8>>>> {
         self.call_action(ctx, conn, name, args, None, cancel)
     }
 
-    fn scheduled_action(&self, ctx: &CoreContext, name: &str, args: Vec<u8>, fire: &ScheduledFire, cancel: CoreToken) -> Option<BoxFuture<'static, anyhow::Result<Vec<u8>>>> {
+    fn scheduled_action(
+        &self,
+        ctx: &CoreContext,
+        name: &str,
+        args: Vec<u8>,
+        fire: &ScheduledFire,
+        cancel: CoreToken,
+    ) -> Option<BoxFuture<'static, anyhow::Result<Vec<u8>>>> {
         self.call_action(ctx, None, name, args, Some(fire), cancel)
     }
 
-    fn on_request(&self, ctx: &CoreContext, request: HttpRequest, cancel: CoreToken) -> Option<BoxFuture<'static, anyhow::Result<HttpResponse>>> {
+    fn on_request(
+        &self,
+        ctx: &CoreContext,
+        request: HttpRequest,
+        cancel: CoreToken,
+    ) -> Option<BoxFuture<'static, anyhow::Result<HttpResponse>>> {
         let hook = self.on_request.clone()?;
         let payload = RequestPayload {
             ctx: js_ctx(ctx),

@@ -34,9 +34,7 @@ use std::any::type_name;
 use std::ptr;
 use std::sync::Arc;
 
-use napi::bindgen_prelude::{
-    FromNapiValue, Function, JsValuesTupleIntoVec, Object, Promise, Unknown,
-};
+use napi::bindgen_prelude::{FromNapiValue, Function, JsValuesTupleIntoVec, Object, Promise, Unknown};
 use napi::threadsafe_function::ThreadsafeFunction;
 use napi::{sys, JsValue, Status, ValueType};
 
@@ -76,10 +74,7 @@ where
     Ret: FromNapiValue + 'static,
 {
     fn clone(&self) -> Self {
-        Self {
-            name: self.name,
-            tsfn: self.tsfn.clone(),
-        }
+        Self { name: self.name, tsfn: self.tsfn.clone() }
     }
 }
 
@@ -89,9 +84,7 @@ where
     Ret: FromNapiValue + 'static,
 {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("JsCallback")
-            .field("name", &self.name)
-            .finish_non_exhaustive()
+        f.debug_struct("JsCallback").field("name", &self.name).finish_non_exhaustive()
     }
 }
 
@@ -112,10 +105,7 @@ where
         let value = function.value();
         // Same conversion napi-rs applies to a `ThreadsafeFunction` argument.
         let tsfn = unsafe { Tsfn::<Args, Ret>::from_napi_value(value.env, value.value) }?;
-        Ok(Self {
-            name,
-            tsfn: Arc::new(tsfn),
-        })
+        Ok(Self { name, tsfn: Arc::new(tsfn) })
     }
 
     /// Wraps `value` if it is a function, `None` otherwise.
@@ -130,11 +120,7 @@ where
     /// Wraps the property `key` of `object` if it is a function, `None` if
     /// it is missing or not a function (the reference adapter's rule for
     /// optional hooks).
-    pub fn from_property(
-        name: &'static str,
-        object: &Object<'_>,
-        key: &str,
-    ) -> napi::Result<Option<Self>> {
+    pub fn from_property(name: &'static str, object: &Object<'_>, key: &str) -> napi::Result<Option<Self>> {
         use napi::bindgen_prelude::JsObjectValue;
         let value: Unknown<'_> = object.get_named_property(key)?;
         Self::from_unknown(name, value)
@@ -148,11 +134,7 @@ where
     /// Calls the function on the JS thread and waits for its answer (the
     /// resolution if it returned a promise).
     pub async fn call(&self, args: Args) -> anyhow::Result<Ret> {
-        let returned = self
-            .tsfn
-            .call_async(Ok(args))
-            .await
-            .map_err(|err| self.call_failed(err))?;
+        let returned = self.tsfn.call_async(Ok(args)).await.map_err(|err| self.call_failed(err))?;
         let converted = match returned {
             Returned::Ready(converted) => converted,
             Returned::Pending(promise) => match promise.await {
@@ -166,18 +148,14 @@ where
                 Err(err) => return Err(error::from_js_error(self.name, err)),
             },
         };
-        converted
-            .0
-            .map_err(|detail| error::invalid_return(self.name, &detail))
+        converted.0.map_err(|detail| error::invalid_return(self.name, &detail))
     }
 
     fn call_failed(&self, err: napi::Error) -> anyhow::Error {
         match err.status {
             // A throw from the function itself.
             Status::PendingException => error::from_js_error(self.name, err),
-            Status::Closing => {
-                error::js_callback_unavailable(self.name, "the JavaScript environment is closing")
-            }
+            Status::Closing => error::js_callback_unavailable(self.name, "the JavaScript environment is closing"),
             // The call left the queue without an answer: the environment
             // was torn down, or the payload could not be converted.
             _ => error::js_callback_unavailable(self.name, &err.reason),
@@ -193,16 +171,10 @@ where
         handle.with_write_aborted(|mut aborted| {
             if !*aborted {
                 let status = unsafe {
-                    sys::napi_release_threadsafe_function(
-                        handle.get_raw(),
-                        sys::ThreadsafeFunctionReleaseMode::abort,
-                    )
+                    sys::napi_release_threadsafe_function(handle.get_raw(), sys::ThreadsafeFunctionReleaseMode::abort)
                 };
                 if status != sys::Status::napi_ok {
-                    return Err(napi::Error::new(
-                        Status::from(status),
-                        "could not abort the threadsafe function",
-                    ));
+                    return Err(napi::Error::new(Status::from(status), "could not abort the threadsafe function"));
                 }
                 *aborted = true;
             }
@@ -241,9 +213,7 @@ impl<Ret: FromNapiValue + 'static> FromNapiValue for Returned<Ret> {
             let promise = unsafe { Promise::<Converted<Ret>>::from_napi_value(env, value) }?;
             Ok(Returned::Pending(promise))
         } else {
-            Ok(Returned::Ready(unsafe {
-                Converted::from_napi_value(env, value)
-            }?))
+            Ok(Returned::Ready(unsafe { Converted::from_napi_value(env, value) }?))
         }
     }
 }
@@ -262,11 +232,7 @@ impl<Ret: FromNapiValue> FromNapiValue for Converted<Ret> {
                 // exception pending behind an answer we return normally.
                 clear_pending_exception(env);
                 let got = js_type_name(env, value);
-                Ok(Converted(Err(format!(
-                    "expected {}, got {got} ({})",
-                    short_type_name::<Ret>(),
-                    err.reason
-                ))))
+                Ok(Converted(Err(format!("expected {}, got {got} ({})", short_type_name::<Ret>(), err.reason))))
             }
         }
     }
@@ -274,9 +240,7 @@ impl<Ret: FromNapiValue> FromNapiValue for Converted<Ret> {
 
 fn clear_pending_exception(env: sys::napi_env) {
     let mut pending = false;
-    if unsafe { sys::napi_is_exception_pending(env, &mut pending) } == sys::Status::napi_ok
-        && pending
-    {
+    if unsafe { sys::napi_is_exception_pending(env, &mut pending) } == sys::Status::napi_ok && pending {
         let mut exception = ptr::null_mut();
         unsafe { sys::napi_get_and_clear_last_exception(env, &mut exception) };
     }

@@ -53,10 +53,7 @@ fn entry(argument: &str, value: Unknown<'_>) -> ArgResult<(Vec<u8>, Vec<u8>)> {
 }
 
 fn to_js_entries(entries: Vec<(Vec<u8>, Vec<u8>)>) -> Vec<JsKvEntry> {
-    entries
-        .into_iter()
-        .map(|(key, value)| JsKvEntry { key: key.into(), value: value.into() })
-        .collect()
+    entries.into_iter().map(|(key, value)| JsKvEntry { key: key.into(), value: value.into() }).collect()
 }
 
 impl Kv {
@@ -86,7 +83,12 @@ impl Kv {
     }
 
     #[napi(ts_args_type = "key: Buffer, value: Buffer", ts_return_type = "Promise<void>")]
-    pub fn put<'env>(&self, env: &'env Env, key: Unknown<'env>, value: Unknown<'env>) -> napi::Result<PromiseRaw<'env, ()>> {
+    pub fn put<'env>(
+        &self,
+        env: &'env Env,
+        key: Unknown<'env>,
+        value: Unknown<'env>,
+    ) -> napi::Result<PromiseRaw<'env, ()>> {
         let (key, value) = read_or_reject!(env, Ok((args::bytes("key", key)?, args::bytes("value", value)?)));
         let kv = self.store();
         spawn_promise(env, async move { kv.put(&key, &value).await })
@@ -101,7 +103,12 @@ impl Kv {
 
     /// Deletes every key in `[start, end)`; an empty `end` means "to the end".
     #[napi(ts_args_type = "start: Buffer, end: Buffer", ts_return_type = "Promise<void>")]
-    pub fn delete_range<'env>(&self, env: &'env Env, start: Unknown<'env>, end: Unknown<'env>) -> napi::Result<PromiseRaw<'env, ()>> {
+    pub fn delete_range<'env>(
+        &self,
+        env: &'env Env,
+        start: Unknown<'env>,
+        end: Unknown<'env>,
+    ) -> napi::Result<PromiseRaw<'env, ()>> {
         let (start, end) = read_or_reject!(env, Ok((args::bytes("start", start)?, args::bytes("end", end)?)));
         let kv = self.store();
         spawn_promise(env, async move { kv.delete_range(&start, &end).await })
@@ -135,22 +142,25 @@ impl Kv {
         end: Unknown<'env>,
         options: Option<Unknown<'env>>,
     ) -> napi::Result<PromiseRaw<'env, Vec<JsKvEntry>>> {
-        let (start, end, options) = read_or_reject!(
-            env,
-            Ok((args::bytes("start", start)?, args::bytes("end", end)?, list_options(options)?))
-        );
+        let (start, end, options) =
+            read_or_reject!(env, Ok((args::bytes("start", start)?, args::bytes("end", end)?, list_options(options)?)));
         let kv = self.store();
         spawn_promise(env, async move { Ok(to_js_entries(kv.list_range(&start, &end, options).await?)) })
     }
 
     /// Values in the order of `keys`; `null` for a missing key.
     #[napi(ts_args_type = "keys: Array<Buffer>", ts_return_type = "Promise<Array<Buffer | undefined | null>>")]
-    pub fn batch_get<'env>(&self, env: &'env Env, keys: Unknown<'env>) -> napi::Result<PromiseRaw<'env, Vec<Option<Buffer>>>> {
+    pub fn batch_get<'env>(
+        &self,
+        env: &'env Env,
+        keys: Unknown<'env>,
+    ) -> napi::Result<PromiseRaw<'env, Vec<Option<Buffer>>>> {
         let keys = read_or_reject!(env, args::bytes_list("keys", keys));
         let kv = self.store();
-        spawn_promise(env, async move {
-            Ok(kv.batch_get(&keys).await?.into_iter().map(|v| v.map(Buffer::from)).collect())
-        })
+        spawn_promise(
+            env,
+            async move { Ok(kv.batch_get(&keys).await?.into_iter().map(|v| v.map(Buffer::from)).collect()) },
+        )
     }
 
     #[napi(ts_args_type = "entries: Array<JsKvEntry>", ts_return_type = "Promise<void>")]

@@ -28,9 +28,7 @@ pub fn init() {
             Err(err) => (EnvFilter::new(DEFAULT_FILTER), Some(err)),
         };
         let json = std::env::var("RUST_LOG_FORMAT").is_ok_and(|f| f.eq_ignore_ascii_case("json"));
-        let builder = tracing_subscriber::fmt()
-            .with_env_filter(filter)
-            .with_writer(std::io::stderr);
+        let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
         // Another subscriber of this library's `tracing` copy can only be
         // ours: ignore "already set".
         let _ = if json {
@@ -48,12 +46,7 @@ pub fn init() {
 fn filter_setting(get: impl Fn(&str) -> Option<String>) -> (Option<&'static str>, String) {
     LEVEL_VARS
         .iter()
-        .find_map(|name| {
-            get(name)
-                .map(|v| v.trim().to_string())
-                .filter(|v| !v.is_empty())
-                .map(|v| (Some(*name), v))
-        })
+        .find_map(|name| get(name).map(|v| v.trim().to_string()).filter(|v| !v.is_empty()).map(|v| (Some(*name), v)))
         .unwrap_or((None, DEFAULT_FILTER.to_string()))
 }
 
@@ -77,36 +70,19 @@ mod tests {
     use super::*;
 
     fn setting(vars: &[(&str, &str)]) -> (Option<&'static str>, String) {
-        filter_setting(|name| {
-            vars.iter()
-                .find(|(k, _)| *k == name)
-                .map(|(_, v)| v.to_string())
-        })
+        filter_setting(|name| vars.iter().find(|(k, _)| *k == name).map(|(_, v)| v.to_string()))
     }
 
     #[test]
     fn precedence_and_default() {
         assert_eq!(setting(&[]), (None, "info".into()));
+        assert_eq!(setting(&[("RUST_LOG", "debug")]), (Some("RUST_LOG"), "debug".into()));
+        assert_eq!(setting(&[("RUST_LOG", "debug"), ("LOG_LEVEL", "warn")]), (Some("LOG_LEVEL"), "warn".into()));
         assert_eq!(
-            setting(&[("RUST_LOG", "debug")]),
-            (Some("RUST_LOG"), "debug".into())
-        );
-        assert_eq!(
-            setting(&[("RUST_LOG", "debug"), ("LOG_LEVEL", "warn")]),
-            (Some("LOG_LEVEL"), "warn".into())
-        );
-        assert_eq!(
-            setting(&[
-                ("RUST_LOG", "debug"),
-                ("LOG_LEVEL", "warn"),
-                ("RIVET_LOG_LEVEL", "trace")
-            ]),
+            setting(&[("RUST_LOG", "debug"), ("LOG_LEVEL", "warn"), ("RIVET_LOG_LEVEL", "trace")]),
             (Some("RIVET_LOG_LEVEL"), "trace".into())
         );
-        assert_eq!(
-            setting(&[("RIVET_LOG_LEVEL", " "), ("LOG_LEVEL", "error")]).1,
-            "error"
-        );
+        assert_eq!(setting(&[("RIVET_LOG_LEVEL", " "), ("LOG_LEVEL", "error")]).1, "error");
     }
 
     #[test]

@@ -83,14 +83,19 @@ impl JsServeConfig {
             c.engine_host = self.engine_host;
         }
         if let Some(port) = self.engine_port {
-            c.engine_port = Some(u16::try_from(port).map_err(|_| invalid_config(format!("enginePort {port} is not a port")))?);
+            c.engine_port =
+                Some(u16::try_from(port).map_err(|_| invalid_config(format!("enginePort {port} is not a port")))?);
         }
         if let Some(mode) = self.engine_spawn {
             c.engine_spawn = match mode.as_str() {
                 "auto" => EngineSpawnMode::Auto,
                 "always" => EngineSpawnMode::Always,
                 "never" => EngineSpawnMode::Never,
-                other => return Err(invalid_config(format!("engineSpawn must be 'auto', 'always' or 'never', got '{other}'"))),
+                other => {
+                    return Err(invalid_config(format!(
+                        "engineSpawn must be 'auto', 'always' or 'never', got '{other}'"
+                    )))
+                }
             };
         }
         if let Some(ms) = self.drain_timeout_ms {
@@ -165,7 +170,9 @@ impl CoreRegistry {
                 core.register(name, factory.inner.clone());
                 Ok(())
             }
-            Slot::Taken => Err(to_js_error(env, catalog::invalid_state("register() after serve() or shutdown()").into_anyhow())),
+            Slot::Taken => {
+                Err(to_js_error(env, catalog::invalid_state("register() after serve() or shutdown()").into_anyhow()))
+            }
         }
     }
 
@@ -179,7 +186,11 @@ impl CoreRegistry {
             match std::mem::replace(&mut *slot, Slot::Taken) {
                 Slot::Registering(core) => core,
                 Slot::Taken => {
-                    return Err(to_js_error(env, catalog::invalid_state("serve() was already called, or the registry was shut down").into_anyhow()));
+                    return Err(to_js_error(
+                        env,
+                        catalog::invalid_state("serve() was already called, or the registry was shut down")
+                            .into_anyhow(),
+                    ));
                 }
             }
         };
@@ -195,7 +206,8 @@ impl CoreRegistry {
             let config = config.unwrap_or_default().into_core();
             let result = match config {
                 Ok(config) => {
-                    *metadata.lock().unwrap_or_else(|p| p.into_inner()) = Some(normal_metadata(&config, actor_metadata));
+                    *metadata.lock().unwrap_or_else(|p| p.into_inner()) =
+                        Some(normal_metadata(&config, actor_metadata));
                     phase.send_replace(Phase::Starting);
                     let ready = phase.clone();
                     core.serve(config, shutdown, move |handle| {
@@ -378,10 +390,8 @@ const ENVOY_PROTOCOL_VERSION: u32 = 8;
 
 /// The normal-mode metadata payload (docs/drain.md).
 fn normal_metadata(config: &ServeConfig, actors: HashMap<String, serde_json::Value>) -> serde_json::Value {
-    let actor_names: serde_json::Map<String, serde_json::Value> = actors
-        .into_iter()
-        .map(|(name, meta)| (name, serde_json::json!({ "metadata": meta })))
-        .collect();
+    let actor_names: serde_json::Map<String, serde_json::Value> =
+        actors.into_iter().map(|(name, meta)| (name, serde_json::json!({ "metadata": meta }))).collect();
     serde_json::json!({
         "runtime": "rivetkit",
         "version": config.serverless_package_version,

@@ -95,7 +95,10 @@ fn parse_worker_threads(value: Option<&str>) -> usize {
         Some(v) => match v.parse::<usize>() {
             Ok(n) if n > 0 => n,
             _ => {
-                tracing::warn!(value = v, "{WORKER_THREADS_ENV} must be a positive integer; using {DEFAULT_WORKER_THREADS}");
+                tracing::warn!(
+                    value = v,
+                    "{WORKER_THREADS_ENV} must be a positive integer; using {DEFAULT_WORKER_THREADS}"
+                );
                 DEFAULT_WORKER_THREADS
             }
         },
@@ -137,10 +140,7 @@ fn install_panic_hook() {
             .map(|s| s.to_string())
             .or_else(|| info.payload().downcast_ref::<String>().cloned())
             .unwrap_or_else(|| "<non-string panic payload>".to_string());
-        let location = info
-            .location()
-            .map(|l| format!("{}:{}:{}", l.file(), l.line(), l.column()))
-            .unwrap_or_default();
+        let location = info.location().map(|l| format!("{}:{}:{}", l.file(), l.line(), l.column())).unwrap_or_default();
         let thread = std::thread::current();
         tracing::error!(
             panic = %message,

@@ -68,12 +68,23 @@ pub struct JsScheduledFireInfo {
 
 impl From<&schedule::ScheduledFire> for JsScheduledFireInfo {
     fn from(fire: &schedule::ScheduledFire) -> Self {
-        Self { kind: fire.kind.to_string(), id: fire.id.clone(), name: None, scheduled_at: fire.scheduled_at as f64, fired_at: fire.fired_at as f64 }
+        Self {
+            kind: fire.kind.to_string(),
+            id: fire.id.clone(),
+            name: None,
+            scheduled_at: fire.scheduled_at as f64,
+            fired_at: fire.fired_at as f64,
+        }
     }
 }
 
 fn info(event: ScheduledEvent) -> JsScheduledEventInfo {
-    JsScheduledEventInfo { id: event.id, action: event.action, args: Buffer::from(event.args), run_at: event.run_at as f64 }
+    JsScheduledEventInfo {
+        id: event.id,
+        action: event.action,
+        args: Buffer::from(event.args),
+        run_at: event.run_at as f64,
+    }
 }
 
 /// Scheduled actions of one actor: each runs the named action with the
@@ -90,7 +101,13 @@ impl Schedule {
     /// (or puts the time past the range of a JavaScript `Date`), or `args`
     /// that is not a `Buffer`, rejects with `napi.invalid_argument`.
     #[napi(ts_args_type = "durationMs: number, actionName: string, args: Buffer", ts_return_type = "Promise<string>")]
-    pub fn after<'env>(&self, env: &'env Env, duration_ms: Unknown<'env>, action_name: Unknown<'env>, args: Unknown<'env>) -> napi::Result<PromiseRaw<'env, String>> {
+    pub fn after<'env>(
+        &self,
+        env: &'env Env,
+        duration_ms: Unknown<'env>,
+        action_name: Unknown<'env>,
+        args: Unknown<'env>,
+    ) -> napi::Result<PromiseRaw<'env, String>> {
         let read = || -> ArgResult<i64> {
             let delay = args::duration_ms("durationMs", duration_ms)?;
             // Both are within ±8.64e15, so the sum fits; it must still be a valid time.
@@ -107,7 +124,13 @@ impl Schedule {
     /// runs now). A timestamp that is not a finite number within the range
     /// of a JavaScript `Date` rejects with `napi.invalid_argument`.
     #[napi(ts_args_type = "timestampMs: number, actionName: string, args: Buffer", ts_return_type = "Promise<string>")]
-    pub fn at<'env>(&self, env: &'env Env, timestamp_ms: Unknown<'env>, action_name: Unknown<'env>, args: Unknown<'env>) -> napi::Result<PromiseRaw<'env, String>> {
+    pub fn at<'env>(
+        &self,
+        env: &'env Env,
+        timestamp_ms: Unknown<'env>,
+        action_name: Unknown<'env>,
+        args: Unknown<'env>,
+    ) -> napi::Result<PromiseRaw<'env, String>> {
         match args::timestamp_ms("timestampMs", timestamp_ms) {
             Ok(run_at) => self.schedule_at(env, run_at, action_name, args),
             Err(err) => reject_invalid(env, err),
@@ -123,7 +146,11 @@ impl Schedule {
 
     /// A pending event, or `null`.
     #[napi(ts_return_type = "Promise<JsScheduledEventInfo | null>")]
-    pub fn get<'env>(&self, env: &'env Env, id: String) -> napi::Result<PromiseRaw<'env, Option<JsScheduledEventInfo>>> {
+    pub fn get<'env>(
+        &self,
+        env: &'env Env,
+        id: String,
+    ) -> napi::Result<PromiseRaw<'env, Option<JsScheduledEventInfo>>> {
         let ctx = self.ctx.clone();
         spawn_promise(env, async move { Ok(ctx.schedule().get(&id).map(info)) })
     }
@@ -166,16 +193,27 @@ impl Schedule {
         reject(env, "Schedule.cronDelete")
     }
 
-    #[napi(ts_args_type = "name: string, limit?: number | undefined | null", ts_return_type = "Promise<Array<JsCronFire>>")]
+    #[napi(
+        ts_args_type = "name: string, limit?: number | undefined | null",
+        ts_return_type = "Promise<Array<JsCronFire>>"
+    )]
     pub fn cron_history<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
         reject(env, "Schedule.cronHistory")
     }
 }
 
 impl Schedule {
-    fn schedule_at<'env>(&self, env: &'env Env, run_at: i64, action: Unknown<'env>, args: Unknown<'env>) -> napi::Result<PromiseRaw<'env, String>> {
+    fn schedule_at<'env>(
+        &self,
+        env: &'env Env,
+        run_at: i64,
+        action: Unknown<'env>,
+        args: Unknown<'env>,
+    ) -> napi::Result<PromiseRaw<'env, String>> {
         let ctx = self.ctx.clone();
-        let read = || -> ArgResult<(String, Vec<u8>)> { Ok((args::string("actionName", action)?, args::bytes("args", args)?)) };
+        let read = || -> ArgResult<(String, Vec<u8>)> {
+            Ok((args::string("actionName", action)?, args::bytes("args", args)?))
+        };
         let (action, args) = match read() {
             Ok(read) => read,
             Err(err) => return reject_invalid(env, err),

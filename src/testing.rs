@@ -59,16 +59,12 @@ pub fn test_call_callback<'env>(
     options: Option<TestCallbackOptions>,
 ) -> napi::Result<PromiseRaw<'env, TestCallbackResult>> {
     let options = options.unwrap_or_default();
-    let callback: JsCallback<TestCallbackPayload, String> =
-        JsCallback::from_function("testCallback", &callback)?;
+    let callback: JsCallback<TestCallbackPayload, String> = JsCallback::from_function("testCallback", &callback)?;
     if options.abort_first.unwrap_or(false) {
         callback.abort()?;
     }
     if options.retain.unwrap_or(false) {
-        RETAINED
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(callback.clone());
+        RETAINED.lock().unwrap_or_else(|e| e.into_inner()).push(callback.clone());
     }
     let token = tokio_util::sync::CancellationToken::new();
     error::spawn_promise(env, async move {
@@ -76,19 +72,13 @@ pub fn test_call_callback<'env>(
         let call = crate::runtime::spawn(async move {
             // A bug in a task: logged by the panic hook, a rejection here.
             assert_ne!(value, "__panic__", "test panic requested");
-            let payload = TestCallbackPayload {
-                value,
-                token: CancellationToken::from_inner(token.clone()),
-            };
+            let payload = TestCallbackPayload { value, token: CancellationToken::from_inner(token.clone()) };
             let answer = callback.call(payload).await;
             let token_cancelled = token.is_cancelled();
             // Like a dispatch that ends: listeners registered by the
             // callback then run through the weak threadsafe function.
             token.cancel();
-            Ok::<_, anyhow::Error>(TestCallbackResult {
-                value: answer?,
-                token_cancelled,
-            })
+            Ok::<_, anyhow::Error>(TestCallbackResult { value: answer?, token_cancelled })
         });
         call.await?
     })

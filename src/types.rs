@@ -166,9 +166,7 @@ pub(crate) mod args {
         if !value.is_buffer().unwrap_or(false) {
             return Err(wrong_type(argument, "a Buffer", &value));
         }
-        unsafe { value.cast::<Buffer>() }
-            .map(|b| b.to_vec())
-            .map_err(|e| invalid(argument, e.reason.clone()))
+        unsafe { value.cast::<Buffer>() }.map(|b| b.to_vec()).map_err(|e| invalid(argument, e.reason.clone()))
     }
 
     /// The elements of an array, each read by `item` (named `argument[i]`).

@@ -47,7 +47,11 @@ pub enum WebSocketEvent {
         binary: bool,
         message_index: Option<u32>,
     },
-    Close { code: u32, reason: String, was_clean: bool },
+    Close {
+        code: u32,
+        reason: String,
+        was_clean: bool,
+    },
 }
 
 impl From<CoreEvent> for WebSocketEvent {
@@ -110,7 +114,8 @@ impl WebSocket {
     /// dropped.
     #[napi(ts_args_type = "data: Buffer, binary: boolean")]
     pub fn send(&self, env: &Env, data: Unknown<'_>, binary: Unknown<'_>) -> napi::Result<()> {
-        let read = || -> ArgResult<(Vec<u8>, bool)> { Ok((args::bytes("data", data)?, args::boolean("binary", binary)?)) };
+        let read =
+            || -> ArgResult<(Vec<u8>, bool)> { Ok((args::bytes("data", data)?, args::boolean("binary", binary)?)) };
         let (data, binary) = read().map_err(|e| throw(env, e))?;
         self.inner.send(data, binary).map_err(|e| to_js_error(env, e))
     }
@@ -154,15 +159,8 @@ impl WebSocket {
     /// Sets the callback that receives the socket's events (replacing any
     /// previous one); events received before are delivered first, in order.
     #[napi(ts_args_type = "callback: (event: WebSocketEvent) => void")]
-    pub fn set_event_callback(
-        &self,
-        callback: Function<'_, EventArg, UnknownReturnValue>,
-    ) -> napi::Result<()> {
-        let tsfn = callback
-            .build_threadsafe_function::<EventArg>()
-            .callee_handled::<false>()
-            .weak::<true>()
-            .build()?;
+    pub fn set_event_callback(&self, callback: Function<'_, EventArg, UnknownReturnValue>) -> napi::Result<()> {
+        let tsfn = callback.build_threadsafe_function::<EventArg>().callee_handled::<false>().weak::<true>().build()?;
         self.inner.set_event_sink(JsEventSink(tsfn));
         Ok(())
     }

@@ -60,7 +60,11 @@ impl ActorContext {
     /// Clearing (no argument) resolves; setting a run wake time is not
     /// supported yet and rejects with `rivetkit-native.unsupported`.
     #[napi(ts_args_type = "timestampMs?: number | undefined | null", ts_return_type = "Promise<void>")]
-    pub fn set_run_wake_at<'env>(&self, env: &'env Env, timestamp_ms: Option<Unknown<'env>>) -> napi::Result<PromiseRaw<'env, ()>> {
+    pub fn set_run_wake_at<'env>(
+        &self,
+        env: &'env Env,
+        timestamp_ms: Option<Unknown<'env>>,
+    ) -> napi::Result<PromiseRaw<'env, ()>> {
         let timestamp = match args::opt_timestamp_ms("timestampMs", timestamp_ms) {
             Ok(timestamp) => timestamp,
             Err(err) => return reject_invalid(env, err),

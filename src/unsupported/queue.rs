@@ -125,7 +125,10 @@ impl Queue {
         Err(fail(env, "Queue.tryNext"))
     }
 
-    #[napi(ts_args_type = "options?: JsQueueTryNextBatchOptions | undefined | null", ts_return_type = "Array<QueueMessage>")]
+    #[napi(
+        ts_args_type = "options?: JsQueueTryNextBatchOptions | undefined | null",
+        ts_return_type = "Array<QueueMessage>"
+    )]
     pub fn try_next_batch(&self, env: &Env) -> napi::Result<()> {
         Err(fail(env, "Queue.tryNextBatch"))
     }

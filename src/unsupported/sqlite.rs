@@ -82,22 +82,34 @@ impl JsNativeDatabase {
         Null
     }
 
-    #[napi(ts_args_type = "sql: string, params?: Array<JsBindParam> | undefined | null", ts_return_type = "Promise<ExecuteResult>")]
+    #[napi(
+        ts_args_type = "sql: string, params?: Array<JsBindParam> | undefined | null",
+        ts_return_type = "Promise<ExecuteResult>"
+    )]
     pub fn run<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
         reject(env, "SQLite (JsNativeDatabase.run)")
     }
 
-    #[napi(ts_args_type = "sql: string, params?: Array<JsBindParam> | undefined | null", ts_return_type = "Promise<QueryResult>")]
+    #[napi(
+        ts_args_type = "sql: string, params?: Array<JsBindParam> | undefined | null",
+        ts_return_type = "Promise<QueryResult>"
+    )]
     pub fn query<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
         reject(env, "SQLite (JsNativeDatabase.query)")
     }
 
-    #[napi(ts_args_type = "sql: string, params?: Array<JsBindParam> | undefined | null", ts_return_type = "Promise<NativeExecuteResult>")]
+    #[napi(
+        ts_args_type = "sql: string, params?: Array<JsBindParam> | undefined | null",
+        ts_return_type = "Promise<NativeExecuteResult>"
+    )]
     pub fn execute<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
         reject(env, "SQLite (JsNativeDatabase.execute)")
     }
 
-    #[napi(ts_args_type = "statements: Array<JsSqliteBatchStatement>", ts_return_type = "Promise<Array<NativeExecuteResult>>")]
+    #[napi(
+        ts_args_type = "statements: Array<JsSqliteBatchStatement>",
+        ts_return_type = "Promise<Array<NativeExecuteResult>>"
+    )]
     pub fn execute_batch<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
         reject(env, "SQLite (JsNativeDatabase.executeBatch)")
     }
@@ -128,7 +140,10 @@ pub struct JsSqliteTransaction {}
 
 #[napi]
 impl JsSqliteTransaction {
-    #[napi(ts_args_type = "sql: string, params?: Array<JsBindParam> | undefined | null", ts_return_type = "Promise<NativeExecuteResult>")]
+    #[napi(
+        ts_args_type = "sql: string, params?: Array<JsBindParam> | undefined | null",
+        ts_return_type = "Promise<NativeExecuteResult>"
+    )]
     pub fn execute<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
         reject(env, "SQLite (JsSqliteTransaction.execute)")
     }
@@ -155,7 +170,10 @@ pub struct JsActorStateTransaction {}
 
 #[napi]
 impl JsActorStateTransaction {
-    #[napi(ts_args_type = "sql: string, params?: Array<JsBindParam> | undefined | null", ts_return_type = "Promise<NativeExecuteResult>")]
+    #[napi(
+        ts_args_type = "sql: string, params?: Array<JsBindParam> | undefined | null",
+        ts_return_type = "Promise<NativeExecuteResult>"
+    )]
     pub fn execute<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
         reject(env, "SQLite (JsActorStateTransaction.execute)")
     }

@@ -46,13 +46,7 @@ impl std::error::Error for RivetError {}
 
 impl RivetError {
     pub fn new(group: impl Into<String>, code: impl Into<String>, message: impl Into<String>) -> Self {
-        Self {
-            group: group.into(),
-            code: code.into(),
-            message: message.into(),
-            metadata: None,
-            actor: None,
-        }
+        Self { group: group.into(), code: code.into(), message: message.into(), metadata: None, actor: None }
     }
 
     pub fn with_metadata(mut self, metadata: Value) -> Self {
@@ -129,17 +123,20 @@ pub fn public_status(group: &str, code: &str) -> Option<u16> {
         ("actor", "method_not_allowed") => 405,
         ("actor", "action_timed_out") => 408,
         ("actor", "aborted") => 400,
-        (
-            "actor_runtime_socket",
-            "unsupported" | "not_enabled" | "closed" | "database_unavailable",
-        ) => 400,
+        ("actor_runtime_socket", "unsupported" | "not_enabled" | "closed" | "database_unavailable") => 400,
         ("message", "incoming_too_long" | "outgoing_too_long") => 400,
         ("schedule" | "kv" | "user", _) => 400,
         (
             "queue",
-            "full" | "message_too_large" | "message_invalid" | "invalid_payload"
-            | "invalid_completion_payload" | "already_completed"
-            | "previous_message_not_completed" | "complete_not_configured" | "timed_out",
+            "full"
+            | "message_too_large"
+            | "message_invalid"
+            | "invalid_payload"
+            | "invalid_completion_payload"
+            | "already_completed"
+            | "previous_message_not_completed"
+            | "complete_not_configured"
+            | "timed_out",
         ) => 400,
         ("rivetkit-native", "unsupported") => 400,
         _ => return None,
@@ -183,12 +180,8 @@ pub mod catalog {
             .with_metadata(json!({ "resource": resource, "id": id }))
     }
     pub fn actor_not_registered(actor_name: &str) -> RivetError {
-        RivetError::new(
-            "actor",
-            "not_registered",
-            format!("Actor factory '{actor_name}' is not registered."),
-        )
-        .with_metadata(json!({ "actor_name": actor_name }))
+        RivetError::new("actor", "not_registered", format!("Actor factory '{actor_name}' is not registered."))
+            .with_metadata(json!({ "actor_name": actor_name }))
     }
     pub fn callback_timed_out(callback_name: &str, duration_ms: u64) -> RivetError {
         RivetError::new(
@@ -215,12 +208,8 @@ pub mod catalog {
     }
     /// A feature that rivetkit-native does not implement yet.
     pub fn unsupported(feature: &str) -> RivetError {
-        RivetError::new(
-            "rivetkit-native",
-            "unsupported",
-            format!("{feature} is not supported by rivetkit-native yet."),
-        )
-        .with_metadata(json!({ "feature": feature }))
+        RivetError::new("rivetkit-native", "unsupported", format!("{feature} is not supported by rivetkit-native yet."))
+            .with_metadata(json!({ "feature": feature }))
     }
 }
 
@@ -247,7 +236,11 @@ pub mod validate {
         if value.is_nan() {
             "NaN".into()
         } else if value.is_infinite() {
-            if value > 0.0 { "Infinity".into() } else { "-Infinity".into() }
+            if value > 0.0 {
+                "Infinity".into()
+            } else {
+                "-Infinity".into()
+            }
         } else {
             format!("{value}")
         }
@@ -388,4 +381,3 @@ mod tests {
         assert_eq!(RivetError::extract(&err).actor, Some(spec));
     }
 }
-

@@ -10,10 +10,8 @@ use std::net::TcpListener;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use rivetkit_native_core::engine::{
-    ensure_engine, ensure_runner_config, http, probe_engine, EngineStatus,
-};
 use rivetkit_native_core::engine::EngineOptions;
+use rivetkit_native_core::engine::{ensure_engine, ensure_runner_config, http, probe_engine, EngineStatus};
 
 /// Kills the spawned engine's process group, even if an assertion fails.
 struct KillGroup {
@@ -48,11 +46,7 @@ fn free_engine_port() -> u16 {
     let seed = (std::process::id() % 5000) as u16;
     (0..500u16)
         .map(|i| 27000 + (seed + i * 17) % 12000)
-        .find(|&p| {
-            [p, p + 1, p + 10]
-                .iter()
-                .all(|&q| TcpListener::bind(("127.0.0.1", q)).is_ok())
-        })
+        .find(|&p| [p, p + 1, p + 10].iter().all(|&q| TcpListener::bind(("127.0.0.1", q)).is_ok()))
         .expect("a free port triple")
 }
 
@@ -62,8 +56,7 @@ async fn spawns_reuses_and_configures_a_real_engine() {
         eprintln!("skipped: set RIVETKIT_TEST_ENGINE_BINARY to run against a real engine");
         return;
     };
-    let storage =
-        std::env::temp_dir().join(format!("rivetkit-native-engine-it-{}", std::process::id()));
+    let storage = std::env::temp_dir().join(format!("rivetkit-native-engine-it-{}", std::process::id()));
     std::fs::create_dir_all(&storage).expect("create storage dir");
     // The only test in this binary, so no other thread reads the environment.
     std::env::set_var("RIVETKIT_STORAGE_PATH", &storage);
@@ -82,27 +75,15 @@ async fn spawns_reuses_and_configures_a_real_engine() {
     let EngineStatus::Spawned { pid, log_dir } = status else {
         panic!("expected a spawned engine, got {status:?}");
     };
-    let guard = KillGroup {
-        pid,
-        endpoint: endpoint.clone(),
-    };
-    eprintln!(
-        "engine pid {pid} healthy after {} ms",
-        started.elapsed().as_millis()
-    );
+    let guard = KillGroup { pid, endpoint: endpoint.clone() };
+    eprintln!("engine pid {pid} healthy after {} ms", started.elapsed().as_millis());
     assert!(log_dir.starts_with(&storage));
     assert!(std::fs::read_dir(&log_dir).expect("log dir").count() >= 2);
 
-    let health = probe_engine(&endpoint)
-        .await
-        .expect("probe")
-        .expect("healthy engine");
+    let health = probe_engine(&endpoint).await.expect("probe").expect("healthy engine");
     assert_eq!(health.runtime.as_deref(), Some("engine"));
 
-    assert_eq!(
-        ensure_engine(&config).await.expect("reuse"),
-        EngineStatus::Reused
-    );
+    assert_eq!(ensure_engine(&config).await.expect("reuse"), EngineStatus::Reused);
 
     let started = Instant::now();
     ensure_runner_config(&config).await.expect("runner config");
@@ -110,31 +91,19 @@ async fn spawns_reuses_and_configures_a_real_engine() {
 
     // The config file made the datacenter advertise the real port.
     let token = config.token.as_deref();
-    let url = format!("{endpoint}/datacenters?namespace=default")
-        .parse()
-        .expect("url");
-    let dcs = http::get(&url, token, Duration::from_secs(5))
-        .await
-        .expect("datacenters");
+    let url = format!("{endpoint}/datacenters?namespace=default").parse().expect("url");
+    let dcs = http::get(&url, token, Duration::from_secs(5)).await.expect("datacenters");
     assert!(dcs.text().contains(&format!(":{port}/")), "{}", dcs.text());
 
     // Creating an actor answers promptly (reported to hang 30 s without the config file).
-    let url = format!("{endpoint}/actors?namespace=default")
-        .parse()
-        .expect("url");
-    let body =
-        br#"{"name":"it","key":"k","runner_name_selector":"it-pool","crash_policy":"sleep"}"#;
+    let url = format!("{endpoint}/actors?namespace=default").parse().expect("url");
+    let body = br#"{"name":"it","key":"k","runner_name_selector":"it-pool","crash_policy":"sleep"}"#;
     let started = Instant::now();
-    let res = http::request("POST", &url, token, Some(body), Duration::from_secs(10))
-        .await
-        .expect("create actor");
+    let res = http::request("POST", &url, token, Some(body), Duration::from_secs(10)).await.expect("create actor");
     assert_eq!(res.status, 200, "{}", res.text());
     assert!(started.elapsed() < Duration::from_secs(5));
 
     drop(guard);
-    assert!(
-        probe_engine(&endpoint).await.expect("probe").is_none(),
-        "engine still up"
-    );
+    assert!(probe_engine(&endpoint).await.expect("probe").is_none(), "engine still up");
     let _ = std::fs::remove_dir_all(&storage);
 }

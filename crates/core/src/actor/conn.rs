@@ -53,7 +53,12 @@ struct Inner {
 }
 
 impl Conn {
-    pub fn new(id: String, params: Vec<u8>, transport: Option<Arc<dyn ConnTransport>>, hibernation: Option<Hibernation>) -> Self {
+    pub fn new(
+        id: String,
+        params: Vec<u8>,
+        transport: Option<Arc<dyn ConnTransport>>,
+        hibernation: Option<Hibernation>,
+    ) -> Self {
         let hibernatable = hibernation.is_some();
         Self(Arc::new(Inner {
             id,
@@ -264,9 +269,9 @@ impl Connections {
 
     /// The hibernatable connection whose socket is `(gateway_id, request_id)`.
     pub fn find_hibernated(&self, gateway_id: [u8; 4], request_id: [u8; 4]) -> Option<Conn> {
-        self.list().into_iter().find(|c| {
-            c.hibernation().is_some_and(|h| h.gateway_id == gateway_id && h.request_id == request_id)
-        })
+        self.list()
+            .into_iter()
+            .find(|c| c.hibernation().is_some_and(|h| h.gateway_id == gateway_id && h.request_id == request_id))
     }
 
     pub fn get(&self, id: &str) -> Option<Conn> {
@@ -296,13 +301,14 @@ impl Connections {
         for conn in self.list().into_iter().filter(|c| c.is_subscribed(name)) {
             match conn.send(name, args_cbor) {
                 Ok(()) => sent += 1,
-                Err(err) => tracing::warn!(conn = conn.id(), error = %format!("{err:#}"), "broadcast to a connection failed"),
+                Err(err) => {
+                    tracing::warn!(conn = conn.id(), error = %format!("{err:#}"), "broadcast to a connection failed")
+                }
             }
         }
         sent
     }
 }
-
 
 /// A new connection id: a random (v4) UUID.
 pub fn new_id() -> String {
@@ -322,7 +328,9 @@ fn rand_bytes() -> [u8; 16] {
     for (i, chunk) in out.chunks_mut(8).enumerate() {
         let mut h = RandomState::new().build_hasher();
         h.write_usize(i);
-        h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0));
+        h.write_u128(
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0),
+        );
         chunk.copy_from_slice(&h.finish().to_le_bytes());
     }
     out

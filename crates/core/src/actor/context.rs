@@ -95,7 +95,12 @@ impl Drop for GenerationHold {
 impl ActorContext {
     /// `lost` is the envoy's lost signal for this generation; `config` is
     /// its actor type's (limits and intervals are fixed for its life).
-    pub fn new(identity: ActorIdentity, lost: CancellationToken, link: Arc<dyn EngineLink>, config: &super::ActorConfig) -> Self {
+    pub fn new(
+        identity: ActorIdentity,
+        lost: CancellationToken,
+        link: Arc<dyn EngineLink>,
+        config: &super::ActorConfig,
+    ) -> Self {
         let ActorIdentity { actor_id, generation, name, key, region, input } = identity;
         let (dispatch, dispatch_rx) = tokio::sync::mpsc::channel(config.dispatch_queue_capacity.max(1));
         Self(Arc::new(Inner {
@@ -221,14 +226,18 @@ impl ActorContext {
     pub(crate) async fn end_writes(&self) {
         let _writing = self.0.write_lock.lock().await;
         self.0.writes_closed.cancel();
-        self.0.saves.close(catalog::actor_stopping(Some("this actor generation has stopped")).with_actor(self.specifier()));
+        self.0
+            .saves
+            .close(catalog::actor_stopping(Some("this actor generation has stopped")).with_actor(self.specifier()));
     }
 
     /// The same without waiting for a write under way: for a task that
     /// ends without a shutdown (a failed start, a panic).
     pub(crate) fn end_writes_now(&self) {
         self.0.writes_closed.cancel();
-        self.0.saves.close(catalog::actor_stopping(Some("this actor generation has stopped")).with_actor(self.specifier()));
+        self.0
+            .saves
+            .close(catalog::actor_stopping(Some("this actor generation has stopped")).with_actor(self.specifier()));
     }
 
     // --- lifecycle flags --------------------------------------------------
@@ -337,7 +346,6 @@ impl ActorContext {
 
     // --- saves ------------------------------------------------------------
 
-
     /// `requestSave`: persist soon (throttled). Returns the request's revision.
     /// A no-op once the generation stopped (a hint to a task that is gone).
     pub fn request_save(&self, options: SaveOptions) -> Option<u64> {
@@ -413,7 +421,11 @@ impl ActorContext {
 
     /// A connection without a socket (e.g. for one HTTP request): the
     /// connect hooks run in the actor and it is registered on success.
-    pub async fn connect_conn(&self, params: Vec<u8>, request: Option<super::HttpRequest>) -> anyhow::Result<super::Conn> {
+    pub async fn connect_conn(
+        &self,
+        params: Vec<u8>,
+        request: Option<super::HttpRequest>,
+    ) -> anyhow::Result<super::Conn> {
         let conn = super::Conn::new(super::conn::new_id(), params, None, None);
         let tx = &self.0.dispatch;
         let (reply, rx) = tokio::sync::oneshot::channel();

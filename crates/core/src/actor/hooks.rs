@@ -10,8 +10,8 @@ use std::collections::HashMap;
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
-use super::{ActorContext, Conn, ScheduledFire};
 use super::websocket::RawWebSocket;
+use super::{ActorContext, Conn, ScheduledFire};
 
 /// Hooks of the shape `(ctx) -> ()`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -90,12 +90,20 @@ pub trait ActorHooks: Send + Sync + 'static {
     }
 
     /// `createState({ctx, input})` → initial state bytes; `None` when not defined.
-    fn create_state(&self, _ctx: &ActorContext, _input: Option<Vec<u8>>) -> Option<BoxFuture<'static, anyhow::Result<Vec<u8>>>> {
+    fn create_state(
+        &self,
+        _ctx: &ActorContext,
+        _input: Option<Vec<u8>>,
+    ) -> Option<BoxFuture<'static, anyhow::Result<Vec<u8>>>> {
         None
     }
 
     /// `onCreate({ctx, input})`; `None` when not defined.
-    fn on_create(&self, _ctx: &ActorContext, _input: Option<Vec<u8>>) -> Option<BoxFuture<'static, anyhow::Result<()>>> {
+    fn on_create(
+        &self,
+        _ctx: &ActorContext,
+        _input: Option<Vec<u8>>,
+    ) -> Option<BoxFuture<'static, anyhow::Result<()>>> {
         None
     }
 
@@ -107,22 +115,42 @@ pub trait ActorHooks: Send + Sync + 'static {
     /// `serializeState({ctx, reason})`: the host's latest state, asked for
     /// before every save. `None` when not defined (the context's state is
     /// saved as is).
-    fn serialize_state(&self, _ctx: &ActorContext, _reason: SerializeReason) -> Option<BoxFuture<'static, anyhow::Result<StateDelta>>> {
+    fn serialize_state(
+        &self,
+        _ctx: &ActorContext,
+        _reason: SerializeReason,
+    ) -> Option<BoxFuture<'static, anyhow::Result<StateDelta>>> {
         None
     }
 
     /// `onBeforeConnect({ctx, params, request})`: reject to refuse the connection.
-    fn on_before_connect(&self, _ctx: &ActorContext, _params: Vec<u8>, _request: Option<HttpRequest>) -> Option<BoxFuture<'static, anyhow::Result<()>>> {
+    fn on_before_connect(
+        &self,
+        _ctx: &ActorContext,
+        _params: Vec<u8>,
+        _request: Option<HttpRequest>,
+    ) -> Option<BoxFuture<'static, anyhow::Result<()>>> {
         None
     }
 
     /// `createConnState({ctx, conn, params, request})` → the connection's initial state.
-    fn create_conn_state(&self, _ctx: &ActorContext, _conn: &Conn, _params: Vec<u8>, _request: Option<HttpRequest>) -> Option<BoxFuture<'static, anyhow::Result<Vec<u8>>>> {
+    fn create_conn_state(
+        &self,
+        _ctx: &ActorContext,
+        _conn: &Conn,
+        _params: Vec<u8>,
+        _request: Option<HttpRequest>,
+    ) -> Option<BoxFuture<'static, anyhow::Result<Vec<u8>>>> {
         None
     }
 
     /// `onConnect({ctx, conn, request})`.
-    fn on_connect(&self, _ctx: &ActorContext, _conn: &Conn, _request: Option<HttpRequest>) -> Option<BoxFuture<'static, anyhow::Result<()>>> {
+    fn on_connect(
+        &self,
+        _ctx: &ActorContext,
+        _conn: &Conn,
+        _request: Option<HttpRequest>,
+    ) -> Option<BoxFuture<'static, anyhow::Result<()>>> {
         None
     }
 
@@ -132,7 +160,12 @@ pub trait ActorHooks: Send + Sync + 'static {
     }
 
     /// `onBeforeSubscribe({ctx, conn, eventName})`: reject to refuse.
-    fn on_before_subscribe(&self, _ctx: &ActorContext, _conn: &Conn, _event_name: &str) -> Option<BoxFuture<'static, anyhow::Result<()>>> {
+    fn on_before_subscribe(
+        &self,
+        _ctx: &ActorContext,
+        _conn: &Conn,
+        _event_name: &str,
+    ) -> Option<BoxFuture<'static, anyhow::Result<()>>> {
         None
     }
 

@@ -182,7 +182,10 @@ impl ActorKv {
         let mut values = Vec::with_capacity(unique.len());
         for chunk in unique.chunks(ENGINE_MAX_KEYS) {
             let answer = self.ctx.link().kv_get(self.ctx.actor_id(), chunk.to_vec()).await?;
-            anyhow::ensure!(answer.len() == chunk.len(), "the engine answered a KV get with the wrong number of values");
+            anyhow::ensure!(
+                answer.len() == chunk.len(),
+                "the engine answered a KV get with the wrong number of values"
+            );
             values.extend(answer);
         }
         Ok(keys.iter().map(|key| seen.get(key.as_slice()).and_then(|&i| values[i].clone())).collect())
@@ -208,11 +211,7 @@ impl ActorKv {
             }
         }
         for chunk in put_chunks(unique) {
-            let result = self
-                .ctx
-                .link()
-                .kv_put(self.ctx.actor_id(), chunk, self.ctx.write_fence().clone())
-                .await;
+            let result = self.ctx.link().kv_put(self.ctx.actor_id(), chunk, self.ctx.write_fence().clone()).await;
             self.write_result(result, "put")?;
         }
         Ok(())
@@ -220,8 +219,7 @@ impl ActorKv {
 
     pub async fn batch_delete(&self, keys: &[Vec<u8>]) -> anyhow::Result<()> {
         self.check_writable()?;
-        let mut unique: Vec<Vec<u8>> =
-            keys.iter().filter(|k| k.len() <= MAX_KEY_SIZE).map(|k| user_key(k)).collect();
+        let mut unique: Vec<Vec<u8>> = keys.iter().filter(|k| k.len() <= MAX_KEY_SIZE).map(|k| user_key(k)).collect();
         unique.sort();
         unique.dedup();
         for chunk in unique.chunks(ENGINE_MAX_KEYS) {
@@ -461,14 +459,23 @@ mod tests {
         fn request_sleep(&self, _: &str, _: u32) {}
         fn report_crash(&self, _: &str, _: u32, _: String) {}
         fn request_destroy(&self, _: &str, _: u32) {}
-        fn kv_get(&self, actor_id: &str, keys: Vec<Vec<u8>>) -> BoxFuture<'static, anyhow::Result<Vec<Option<Vec<u8>>>>> {
+        fn kv_get(
+            &self,
+            actor_id: &str,
+            keys: Vec<Vec<u8>>,
+        ) -> BoxFuture<'static, anyhow::Result<Vec<Option<Vec<u8>>>>> {
             self.record(Call::Get(keys.len()));
             if keys.len() > ENGINE_MAX_KEYS || !keys.iter().all(|k| Self::key_ok(k)) {
                 return refuse("get refused");
             }
             self.mem.kv_get(actor_id, keys)
         }
-        fn kv_put(&self, actor_id: &str, entries: KvEntries, lost: CancellationToken) -> BoxFuture<'static, anyhow::Result<()>> {
+        fn kv_put(
+            &self,
+            actor_id: &str,
+            entries: KvEntries,
+            lost: CancellationToken,
+        ) -> BoxFuture<'static, anyhow::Result<()>> {
             let payload = entries.iter().map(|(k, v)| k.len() + ENGINE_KEY_OVERHEAD + v.len()).sum();
             self.record(Call::Put { keys: entries.len(), payload });
             if entries.len() > ENGINE_MAX_KEYS
@@ -489,18 +496,36 @@ mod tests {
             }
             self.mem.kv_delete(actor_id, keys)
         }
-        fn kv_delete_range(&self, actor_id: &str, start: Vec<u8>, end: Vec<u8>) -> BoxFuture<'static, anyhow::Result<()>> {
+        fn kv_delete_range(
+            &self,
+            actor_id: &str,
+            start: Vec<u8>,
+            end: Vec<u8>,
+        ) -> BoxFuture<'static, anyhow::Result<()>> {
             self.record(Call::DeleteRange);
             if !Self::key_ok(&start) || !Self::key_ok(&end) {
                 return refuse("start key is too long (max 2048 bytes)");
             }
             self.mem.kv_delete_range(actor_id, start, end)
         }
-        fn kv_list_prefix(&self, actor_id: &str, prefix: Vec<u8>, reverse: bool, limit: Option<u64>) -> BoxFuture<'static, anyhow::Result<KvEntries>> {
+        fn kv_list_prefix(
+            &self,
+            actor_id: &str,
+            prefix: Vec<u8>,
+            reverse: bool,
+            limit: Option<u64>,
+        ) -> BoxFuture<'static, anyhow::Result<KvEntries>> {
             self.record(Call::ListPrefix);
             self.mem.kv_list_prefix(actor_id, prefix, reverse, limit)
         }
-        fn kv_list_range(&self, actor_id: &str, start: Vec<u8>, end: Vec<u8>, reverse: bool, limit: Option<u64>) -> BoxFuture<'static, anyhow::Result<KvEntries>> {
+        fn kv_list_range(
+            &self,
+            actor_id: &str,
+            start: Vec<u8>,
+            end: Vec<u8>,
+            reverse: bool,
+            limit: Option<u64>,
+        ) -> BoxFuture<'static, anyhow::Result<KvEntries>> {
             self.record(Call::ListRange { limit });
             if !Self::key_ok(&start) || !Self::key_ok(&end) {
                 return refuse("start key is too long (max 2048 bytes)");
@@ -658,13 +683,19 @@ mod tests {
         let expect = |range: std::ops::Range<usize>| names[range].iter().map(|n| b(n)).collect::<Vec<_>>();
 
         assert_eq!(keys(&f.kv.list_prefix(b"k", ListOptions::default()).await.unwrap()), expect(0..300));
-        assert_eq!(keys(&f.kv.list_prefix(b"k", ListOptions { reverse: false, limit: Some(200) }).await.unwrap()), expect(0..200));
+        assert_eq!(
+            keys(&f.kv.list_prefix(b"k", ListOptions { reverse: false, limit: Some(200) }).await.unwrap()),
+            expect(0..200)
+        );
         let mut last = expect(150..300);
         last.reverse();
         assert_eq!(keys(&f.kv.list_prefix(b"k", ListOptions { reverse: true, limit: Some(150) }).await.unwrap()), last);
         let mut middle = expect(10..290);
         middle.reverse();
-        assert_eq!(keys(&f.kv.list_range(b"k010", b"k290", ListOptions { reverse: true, limit: None }).await.unwrap()), middle);
+        assert_eq!(
+            keys(&f.kv.list_range(b"k010", b"k290", ListOptions { reverse: true, limit: None }).await.unwrap()),
+            middle
+        );
 
         for call in f.link.calls() {
             if let Call::ListRange { limit } = call {
@@ -743,9 +774,12 @@ mod tests {
         assert_eq!(f.link.calls().last(), Some(&Call::Get(1)));
         let before = f.link.calls().len();
         // A batch with one bad entry writes none of the good ones.
-        let err = f
-            .kv
-            .batch_put((0..200).map(|i| (b(&format!("g{i}")), if i == 150 { vec![0; MAX_VALUE_SIZE + 1] } else { b("x") })).collect())
+        let err =
+            f.kv.batch_put(
+                (0..200)
+                    .map(|i| (b(&format!("g{i}")), if i == 150 { vec![0; MAX_VALUE_SIZE + 1] } else { b("x") }))
+                    .collect(),
+            )
             .await
             .unwrap_err();
         assert_eq!(code(&err), "kv.value_too_large");
@@ -768,7 +802,10 @@ mod tests {
         let between = [k1.as_slice(), &[0]].concat();
         assert_eq!(keys(&f.kv.list_range(&between, b"", all).await.unwrap()), vec![k2.clone(), k_ff.clone()]);
         assert_eq!(keys(&f.kv.list_range(b"", &between, all).await.unwrap()), vec![k0.clone(), k1.clone()]);
-        assert_eq!(keys(&f.kv.list_range(&between, &[k2.as_slice(), &[0, 0]].concat(), all).await.unwrap()), vec![k2.clone()]);
+        assert_eq!(
+            keys(&f.kv.list_range(&between, &[k2.as_slice(), &[0, 0]].concat(), all).await.unwrap()),
+            vec![k2.clone()]
+        );
         // Above the last storable key with this head: nothing is left.
         let after_ff = [k_ff.as_slice(), &[1]].concat();
         assert!(f.kv.list_range(&after_ff, b"", all).await.unwrap().is_empty());
@@ -780,9 +817,8 @@ mod tests {
     #[tokio::test]
     async fn pages_continue_after_keys_of_the_longest_size() {
         let f = fixture();
-        let longest: Vec<Vec<u8>> = (0..300u16)
-            .map(|i| [vec![9u8; MAX_KEY_SIZE - 2], i.to_be_bytes().to_vec()].concat())
-            .collect();
+        let longest: Vec<Vec<u8>> =
+            (0..300u16).map(|i| [vec![9u8; MAX_KEY_SIZE - 2], i.to_be_bytes().to_vec()].concat()).collect();
         f.kv.batch_put(longest.iter().map(|k| (k.clone(), b("x"))).collect()).await.unwrap();
         assert_eq!(keys(&f.kv.list_prefix(&[9], ListOptions::default()).await.unwrap()), longest);
         assert_eq!(keys(&f.kv.list_range(b"", b"", ListOptions::default()).await.unwrap()), longest);

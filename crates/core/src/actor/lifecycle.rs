@@ -106,7 +106,10 @@ mod tests {
         let code = |r: Result<(), RivetError>| r.err().map(|e| e.qualified_code());
         assert_eq!(code(admit(Phase::Started, false, false)), None);
         assert_eq!(code(admit(Phase::Stopping(ShutdownKind::Sleep), false, false)), None);
-        assert_eq!(code(admit(Phase::Stopping(ShutdownKind::Destroy), false, false)).as_deref(), Some("actor.destroying"));
+        assert_eq!(
+            code(admit(Phase::Stopping(ShutdownKind::Destroy), false, false)).as_deref(),
+            Some("actor.destroying")
+        );
         assert_eq!(code(admit(Phase::Started, false, true)).as_deref(), Some("actor.destroying"));
         assert_eq!(code(admit(Phase::Started, true, false)).as_deref(), Some("actor.stopping"));
         assert_eq!(code(admit(Phase::Starting, false, false)).as_deref(), Some("actor.starting"));

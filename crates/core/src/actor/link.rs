@@ -19,11 +19,29 @@ pub trait EngineLink: Send + Sync + 'static {
     fn kv_get(&self, actor_id: &str, keys: Vec<Vec<u8>>) -> BoxFuture<'static, anyhow::Result<Vec<Option<Vec<u8>>>>>;
     /// Writes entries; dropped before transmission once `lost` fires, so a
     /// lost generation never overwrites what its successor wrote.
-    fn kv_put(&self, actor_id: &str, entries: KvEntries, lost: CancellationToken) -> BoxFuture<'static, anyhow::Result<()>>;
+    fn kv_put(
+        &self,
+        actor_id: &str,
+        entries: KvEntries,
+        lost: CancellationToken,
+    ) -> BoxFuture<'static, anyhow::Result<()>>;
     fn kv_delete(&self, actor_id: &str, keys: Vec<Vec<u8>>) -> BoxFuture<'static, anyhow::Result<()>>;
     fn kv_delete_range(&self, actor_id: &str, start: Vec<u8>, end: Vec<u8>) -> BoxFuture<'static, anyhow::Result<()>>;
-    fn kv_list_prefix(&self, actor_id: &str, prefix: Vec<u8>, reverse: bool, limit: Option<u64>) -> BoxFuture<'static, anyhow::Result<KvEntries>>;
-    fn kv_list_range(&self, actor_id: &str, start: Vec<u8>, end: Vec<u8>, reverse: bool, limit: Option<u64>) -> BoxFuture<'static, anyhow::Result<KvEntries>>;
+    fn kv_list_prefix(
+        &self,
+        actor_id: &str,
+        prefix: Vec<u8>,
+        reverse: bool,
+        limit: Option<u64>,
+    ) -> BoxFuture<'static, anyhow::Result<KvEntries>>;
+    fn kv_list_range(
+        &self,
+        actor_id: &str,
+        start: Vec<u8>,
+        end: Vec<u8>,
+        reverse: bool,
+        limit: Option<u64>,
+    ) -> BoxFuture<'static, anyhow::Result<KvEntries>>;
     /// Sets (or clears, with `None`) the engine alarm that wakes the actor.
     fn set_alarm(&self, actor_id: &str, generation: u32, timestamp_ms: Option<i64>);
     /// Acknowledges client message `index` on a hibernatable socket (the
@@ -53,10 +71,7 @@ impl MemoryLink {
 
     fn list(&self, actor_id: &str, keep: impl Fn(&[u8]) -> bool, reverse: bool, limit: Option<u64>) -> KvEntries {
         let mut out: KvEntries = self.with_kv(|kv| {
-            kv.iter()
-                .filter(|((a, k), _)| a == actor_id && keep(k))
-                .map(|((_, k), v)| (k.clone(), v.clone()))
-                .collect()
+            kv.iter().filter(|((a, k), _)| a == actor_id && keep(k)).map(|((_, k), v)| (k.clone(), v.clone())).collect()
         });
         if reverse {
             out.reverse();
@@ -83,7 +98,12 @@ impl EngineLink for MemoryLink {
         let out = self.with_kv(|kv| keys.into_iter().map(|k| kv.get(&(actor_id.to_string(), k)).cloned()).collect());
         Box::pin(async move { Ok(out) })
     }
-    fn kv_put(&self, actor_id: &str, entries: KvEntries, lost: CancellationToken) -> BoxFuture<'static, anyhow::Result<()>> {
+    fn kv_put(
+        &self,
+        actor_id: &str,
+        entries: KvEntries,
+        lost: CancellationToken,
+    ) -> BoxFuture<'static, anyhow::Result<()>> {
         if !lost.is_cancelled() {
             self.with_kv(|kv| {
                 for (k, v) in entries {
@@ -105,11 +125,24 @@ impl EngineLink for MemoryLink {
         self.with_kv(|kv| kv.retain(|(a, k), _| !(a == actor_id && *k >= start && *k < end)));
         Box::pin(async { Ok(()) })
     }
-    fn kv_list_prefix(&self, actor_id: &str, prefix: Vec<u8>, reverse: bool, limit: Option<u64>) -> BoxFuture<'static, anyhow::Result<KvEntries>> {
+    fn kv_list_prefix(
+        &self,
+        actor_id: &str,
+        prefix: Vec<u8>,
+        reverse: bool,
+        limit: Option<u64>,
+    ) -> BoxFuture<'static, anyhow::Result<KvEntries>> {
         let out = self.list(actor_id, |k| k.starts_with(&prefix), reverse, limit);
         Box::pin(async move { Ok(out) })
     }
-    fn kv_list_range(&self, actor_id: &str, start: Vec<u8>, end: Vec<u8>, reverse: bool, limit: Option<u64>) -> BoxFuture<'static, anyhow::Result<KvEntries>> {
+    fn kv_list_range(
+        &self,
+        actor_id: &str,
+        start: Vec<u8>,
+        end: Vec<u8>,
+        reverse: bool,
+        limit: Option<u64>,
+    ) -> BoxFuture<'static, anyhow::Result<KvEntries>> {
         let out = self.list(actor_id, |k| k >= start.as_slice() && k < end.as_slice(), reverse, limit);
         Box::pin(async move { Ok(out) })
     }

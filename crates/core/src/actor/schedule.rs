@@ -144,7 +144,9 @@ impl Schedule {
 /// `schedule.at(run_at, action, args)`: persisted, then pending; returns the id.
 pub async fn schedule_at(ctx: &ActorContext, run_at: i64, action: &str, args: Vec<u8>) -> anyhow::Result<String> {
     if action.is_empty() {
-        return Err(RivetError::new("schedule", "invalid_name", "The scheduled action name must not be empty.").into_anyhow());
+        return Err(
+            RivetError::new("schedule", "invalid_name", "The scheduled action name must not be empty.").into_anyhow()
+        );
     }
     ctx.check_writable()?;
     let schedule = ctx.schedule();
@@ -240,10 +242,7 @@ fn decode_event(id: String, bytes: &[u8]) -> Option<ScheduledEvent> {
 
 /// Wall-clock now, ms since the epoch.
 pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
 }
 
 #[cfg(test)]
@@ -252,7 +251,12 @@ mod tests {
 
     #[test]
     fn records_round_trip() {
-        let event = ScheduledEvent { id: "abc".into(), action: "fire".into(), args: vec![0x81, 0x01], run_at: 1_700_000_000_123 };
+        let event = ScheduledEvent {
+            id: "abc".into(),
+            action: "fire".into(),
+            args: vec![0x81, 0x01],
+            run_at: 1_700_000_000_123,
+        };
         assert_eq!(decode_event("abc".into(), &encode_event(&event)), Some(event));
         assert_eq!(decode_event("x".into(), &[9, 1, 2]), None);
         assert_eq!(decode_event("x".into(), &[]), None);

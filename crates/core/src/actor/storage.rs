@@ -141,7 +141,10 @@ fn decode_header(bytes: &[u8]) -> anyhow::Result<Header> {
         let flags = bytes[2];
         let mut rest = &bytes[3..];
         let alarm = if flags & FLAG_ALARM != 0 {
-            let raw: [u8; 8] = rest.get(..8).and_then(|b| b.try_into().ok()).ok_or_else(|| invalid("actor record alarm is truncated"))?;
+            let raw: [u8; 8] = rest
+                .get(..8)
+                .and_then(|b| b.try_into().ok())
+                .ok_or_else(|| invalid("actor record alarm is truncated"))?;
             rest = &rest[8..];
             Some(i64::from_le_bytes(raw))
         } else {
@@ -157,15 +160,17 @@ fn decode_header(bytes: &[u8]) -> anyhow::Result<Header> {
                 len: u32::from_le_bytes([rest[1], rest[2], rest[3], rest[4]]),
                 chunks: u32::from_le_bytes([rest[5], rest[6], rest[7], rest[8]]),
             };
-            return Ok(Header { record: ActorRecord { initialized, alarm, state: Vec::new() }, chunked: Some(chunked) });
+            return Ok(Header {
+                record: ActorRecord { initialized, alarm, state: Vec::new() },
+                chunked: Some(chunked),
+            });
         }
         Ok(Header { record: ActorRecord { initialized, alarm, state: rest.to_vec() }, chunked: None })
     }
 }
 
 fn invalid(reason: &str) -> anyhow::Error {
-    RivetError::new("protocol", "invalid_persisted_data", format!("Invalid persisted data: {reason}"))
-        .into_anyhow()
+    RivetError::new("protocol", "invalid_persisted_data", format!("Invalid persisted data: {reason}")).into_anyhow()
 }
 
 /// Reads the actor record; `None` for an actor that never started.

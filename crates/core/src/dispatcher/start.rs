@@ -103,10 +103,7 @@ impl Dispatcher {
             if ctx.is_lost() {
                 return Err(catalog::actor_stopping(Some("declared lost before it started")).into_anyhow());
             }
-            self.factories
-                .get(name)
-                .cloned()
-                .ok_or_else(|| catalog::actor_not_registered(name).into_anyhow())
+            self.factories.get(name).cloned().ok_or_else(|| catalog::actor_not_registered(name).into_anyhow())
         }
         .await;
         let factory = match prepared {
@@ -249,10 +246,10 @@ impl Dispatcher {
         let all_finished = futures::future::join_all(older.iter().map(|c| c.wait_for_generation_finished()));
         match tokio::time::timeout(OLDER_GENERATION_STOP_TIMEOUT, all_finished).await {
             Ok(_) => Ok(()),
-            Err(_) => Err(catalog::actor_stopping(Some(
-                "an older generation of this actor is still running on this runner",
-            ))
-            .into_anyhow()),
+            Err(_) => {
+                Err(catalog::actor_stopping(Some("an older generation of this actor is still running on this runner"))
+                    .into_anyhow())
+            }
         }
     }
 

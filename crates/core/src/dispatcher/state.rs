@@ -68,7 +68,10 @@ impl State {
     }
 
     /// Every generation of `actor_id`, oldest first.
-    pub fn of_actor<'a>(&'a self, actor_id: &str) -> impl DoubleEndedIterator<Item = (&'a InstanceKey, &'a Generation)> + 'a {
+    pub fn of_actor<'a>(
+        &'a self,
+        actor_id: &str,
+    ) -> impl DoubleEndedIterator<Item = (&'a InstanceKey, &'a Generation)> + 'a {
         self.generations.range(InstanceKey::new(actor_id, 0)..=InstanceKey::new(actor_id, u32::MAX))
     }
 
@@ -89,8 +92,9 @@ impl State {
 
     /// A generation of `actor_id` newer than `key` that starts or runs.
     pub fn has_newer_live(&self, key: &InstanceKey) -> bool {
-        self.of_actor(&key.actor_id)
-            .any(|(k, g)| k.generation > key.generation && matches!(g, Generation::Starting { .. } | Generation::Started(_)))
+        self.of_actor(&key.actor_id).any(|(k, g)| {
+            k.generation > key.generation && matches!(g, Generation::Starting { .. } | Generation::Started(_))
+        })
     }
 
     /// Contexts of the older generations of `key`'s actor that start or run.
@@ -108,8 +112,11 @@ impl State {
     /// Takes the stops parked for generations of `key`'s actor older than
     /// `key` (they will never apply) and drops failed older starts.
     pub fn take_older_parked_stops(&mut self, key: &InstanceKey) -> Vec<PendingStop> {
-        let older: Vec<InstanceKey> =
-            self.of_actor(&key.actor_id).filter(|(k, _)| k.generation < key.generation).map(|(k, _)| k.clone()).collect();
+        let older: Vec<InstanceKey> = self
+            .of_actor(&key.actor_id)
+            .filter(|(k, _)| k.generation < key.generation)
+            .map(|(k, _)| k.clone())
+            .collect();
         let mut stops = Vec::new();
         for k in older {
             match self.generations.get_mut(&k) {

@@ -52,7 +52,9 @@ impl Dispatcher {
                         handle.context().mark_destroy_requested();
                     }
                     match record {
-                        InstanceRecord::Active(_) => *record = InstanceRecord::Stopping { handle: handle.clone(), kind },
+                        InstanceRecord::Active(_) => {
+                            *record = InstanceRecord::Stopping { handle: handle.clone(), kind }
+                        }
                         InstanceRecord::Stopping { kind: current, .. } => {
                             tracing::warn!(%key, ?current, requested = ?kind, "stop for a generation that is already stopping");
                         }
@@ -113,7 +115,11 @@ impl Dispatcher {
     /// Removes the record once its generation is finished (I7), and only if
     /// it is still the same stopping task; the routing pointer goes with it
     /// only if it still points at this generation.
-    pub(super) fn remove_stopping_instance_when_finished(self: &Arc<Self>, key: &InstanceKey, handle: &ActorTaskHandle) {
+    pub(super) fn remove_stopping_instance_when_finished(
+        self: &Arc<Self>,
+        key: &InstanceKey,
+        handle: &ActorTaskHandle,
+    ) {
         let ctx = handle.context().clone();
         if ctx.is_generation_finished() {
             self.remove_stopping_instance(key, handle);

@@ -3,9 +3,9 @@
 //! start gate and hook gates; the clock is paused so bounded waits
 //! (10 s, 2 s) elapse instantly and exactly. No sleeps synchronise anything.
 
-mod doubles;
-mod races;
 mod admission;
-mod lifecycle;
-mod traffic;
+mod doubles;
 mod failed_start;
+mod lifecycle;
+mod races;
+mod traffic;

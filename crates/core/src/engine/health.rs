@@ -104,12 +104,7 @@ pub async fn wait_until_healthy(
                 Ok(health) if health.runtime.as_deref() == Some("engine") => {
                     let elapsed = start.elapsed();
                     let outcome = WaitOutcome::Ready(health);
-                    return WaitReport {
-                        outcome,
-                        attempts,
-                        last_reason: String::new(),
-                        elapsed,
-                    };
+                    return WaitReport { outcome, attempts, last_reason: String::new(), elapsed };
                 }
                 Ok(health) => format!("/health answered with runtime {:?}", health.runtime),
                 Err(e) => format!("/health answer is not engine JSON: {e:#}"),
@@ -118,12 +113,7 @@ pub async fn wait_until_healthy(
             Err(e) => format!("{e:#}"),
         };
         let elapsed = start.elapsed();
-        let report = |outcome| WaitReport {
-            outcome,
-            attempts,
-            last_reason: last_reason.clone(),
-            elapsed,
-        };
+        let report = |outcome| WaitReport { outcome, attempts, last_reason: last_reason.clone(), elapsed };
         if let Some(status) = exited() {
             return report(WaitOutcome::Exited(status));
         }
@@ -172,23 +162,14 @@ mod tests {
 
     #[tokio::test]
     async fn probe_of_nothing_is_none() {
-        let free = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap();
+        let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
         assert_eq!(probe_engine(&format!("http://{free}")).await.unwrap(), None);
     }
 
     #[tokio::test]
     async fn wait_retries_until_ready() {
-        let server = FakeServer::start(|_, n| {
-            if n < 2 {
-                json_response(503, "{}")
-            } else {
-                json_response(200, ENGINE)
-            }
-        })
-        .await;
+        let server =
+            FakeServer::start(|_, n| if n < 2 { json_response(503, "{}") } else { json_response(200, ENGINE) }).await;
         let url = health_url(&server.url).unwrap();
         let report = wait_until_healthy(&url, Duration::from_secs(5), || None).await;
         assert!(matches!(report.outcome, WaitOutcome::Ready(_)));
@@ -199,21 +180,14 @@ mod tests {
     async fn wait_stops_on_exit_and_deadline() {
         let server = FakeServer::start(|_, _| json_response(500, "{}")).await;
         let url = health_url(&server.url).unwrap();
-        let report = wait_until_healthy(&url, Duration::from_secs(5), || {
-            Some("exit status: 1".into())
-        })
-        .await;
+        let report = wait_until_healthy(&url, Duration::from_secs(5), || Some("exit status: 1".into())).await;
         assert_eq!(report.outcome, WaitOutcome::Exited("exit status: 1".into()));
         assert_eq!(report.attempts, 1);
         assert!(report.last_reason.contains("HTTP 500"));
 
         let report = wait_until_healthy(&url, Duration::from_millis(350), || None).await;
         assert_eq!(report.outcome, WaitOutcome::TimedOut);
-        assert!(
-            report.attempts >= 2 && report.attempts <= 4,
-            "{}",
-            report.attempts
-        );
+        assert!(report.attempts >= 2 && report.attempts <= 4, "{}", report.attempts);
         assert!(report.elapsed < Duration::from_secs(2));
     }
 }

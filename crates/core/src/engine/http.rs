@@ -75,33 +75,18 @@ pub async fn request(
     }
     tokio::time::timeout(timeout, exchange(method, url, bearer, json_body))
         .await
-        .map_err(|_| {
-            anyhow!(
-                "{method} {}: timed out after {} ms",
-                redact(url),
-                timeout.as_millis()
-            )
-        })?
+        .map_err(|_| anyhow!("{method} {}: timed out after {} ms", redact(url), timeout.as_millis()))?
         .with_context(|| format!("{method} {}", redact(url)))
 }
 
-async fn exchange(
-    method: &str,
-    url: &Url,
-    bearer: Option<&str>,
-    json_body: Option<&[u8]>,
-) -> Result<Response> {
+async fn exchange(method: &str, url: &Url, bearer: Option<&str>, json_body: Option<&[u8]>) -> Result<Response> {
     let port = url.port_or_known_default().unwrap_or(80);
     // A wildcard address means "this machine" when we are the client.
     let stream = match url.host() {
         Some(Host::Domain(name)) => TcpStream::connect((name, port)).await,
-        Some(Host::Ipv4(ip)) if ip.is_unspecified() => {
-            TcpStream::connect((std::net::Ipv4Addr::LOCALHOST, port)).await
-        }
+        Some(Host::Ipv4(ip)) if ip.is_unspecified() => TcpStream::connect((std::net::Ipv4Addr::LOCALHOST, port)).await,
         Some(Host::Ipv4(ip)) => TcpStream::connect((ip, port)).await,
-        Some(Host::Ipv6(ip)) if ip.is_unspecified() => {
-            TcpStream::connect((std::net::Ipv6Addr::LOCALHOST, port)).await
-        }
+        Some(Host::Ipv6(ip)) if ip.is_unspecified() => TcpStream::connect((std::net::Ipv6Addr::LOCALHOST, port)).await,
         Some(Host::Ipv6(ip)) => TcpStream::connect((ip, port)).await,
         None => bail!("URL has no host"),
     }
@@ -110,17 +95,9 @@ async fn exchange(
 
     let mut stream = BufReader::new(stream);
     let head = request_head(method, url, bearer, json_body.map(<[u8]>::len));
-    stream
-        .get_mut()
-        .write_all(head.as_bytes())
-        .await
-        .context("send request")?;
+    stream.get_mut().write_all(head.as_bytes()).await.context("send request")?;
     if let Some(body) = json_body {
-        stream
-            .get_mut()
-            .write_all(body)
-            .await
-            .context("send request body")?;
+        stream.get_mut().write_all(body).await.context("send request body")?;
     }
     stream.get_mut().flush().await.context("send request")?;
     read_response(&mut stream, method == "HEAD").await
@@ -145,9 +122,7 @@ fn request_head(method: &str, url: &Url, bearer: Option<&str>, body_len: Option<
         head.push_str(&format!("Authorization: Bearer {token}\r\n"));
     }
     match body_len {
-        Some(len) => head.push_str(&format!(
-            "Content-Type: application/json\r\nContent-Length: {len}\r\n"
-        )),
+        Some(len) => head.push_str(&format!("Content-Type: application/json\r\nContent-Length: {len}\r\n")),
         None if method != "GET" && method != "HEAD" => head.push_str("Content-Length: 0\r\n"),
         None => {}
     }
@@ -192,9 +167,7 @@ async fn read_response<R: AsyncBufRead + Unpin>(r: &mut R, head_only: bool) -> R
                 bail!("response body of {len} bytes is too large");
             }
             let mut body = vec![0; len];
-            r.read_exact(&mut body)
-                .await
-                .context("read response body")?;
+            r.read_exact(&mut body).await.context("read response body")?;
             body
         } else {
             read_to_end(r).await?
@@ -206,9 +179,7 @@ async fn read_response<R: AsyncBufRead + Unpin>(r: &mut R, head_only: bool) -> R
 fn parse_status(line: &str) -> Result<u16> {
     let mut parts = line.split_whitespace();
     match (parts.next(), parts.next()) {
-        (Some(version), Some(code)) if version.starts_with("HTTP/1.") => {
-            code.parse().context("bad status code")
-        }
+        (Some(version), Some(code)) if version.starts_with("HTTP/1.") => code.parse().context("bad status code"),
         _ => bail!("not an HTTP/1.x response"),
     }
 }
@@ -229,9 +200,7 @@ async fn read_chunked<R: AsyncBufRead + Unpin>(r: &mut R) -> Result<Vec<u8>> {
         }
         let start = body.len();
         body.resize(start + size, 0);
-        r.read_exact(&mut body[start..])
-            .await
-            .context("read chunk")?;
+        r.read_exact(&mut body[start..]).await.context("read chunk")?;
         if !read_line(r).await?.is_empty() {
             bail!("chunk not followed by CRLF");
         }
@@ -240,11 +209,7 @@ async fn read_chunked<R: AsyncBufRead + Unpin>(r: &mut R) -> Result<Vec<u8>> {
 
 async fn read_to_end<R: AsyncBufRead + Unpin>(r: &mut R) -> Result<Vec<u8>> {
     let mut body = Vec::new();
-    (&mut *r)
-        .take(MAX_BODY as u64 + 1)
-        .read_to_end(&mut body)
-        .await
-        .context("read response body")?;
+    (&mut *r).take(MAX_BODY as u64 + 1).read_to_end(&mut body).await.context("read response body")?;
     if body.len() > MAX_BODY {
         bail!("response body is too large");
     }
@@ -254,20 +219,12 @@ async fn read_to_end<R: AsyncBufRead + Unpin>(r: &mut R) -> Result<Vec<u8>> {
 /// One CRLF- (or LF-) terminated line without its terminator.
 async fn read_line<R: AsyncBufRead + Unpin>(r: &mut R) -> Result<String> {
     let mut buf = Vec::new();
-    let n = (&mut *r)
-        .take(MAX_LINE)
-        .read_until(b'\n', &mut buf)
-        .await
-        .context("read response")?;
+    let n = (&mut *r).take(MAX_LINE).read_until(b'\n', &mut buf).await.context("read response")?;
     if n == 0 {
         bail!("connection closed before a complete response");
     }
     if buf.last() != Some(&b'\n') {
-        bail!(if n as u64 >= MAX_LINE {
-            "response line too long"
-        } else {
-            "truncated response"
-        });
+        bail!(if n as u64 >= MAX_LINE { "response line too long" } else { "truncated response" });
     }
     buf.pop();
     if buf.last() == Some(&b'\r') {
@@ -298,16 +255,11 @@ mod tests {
     #[tokio::test]
     async fn get_with_content_length_and_bearer() {
         let server = FakeServer::start(|_, _| json_response(200, r#"{"ok":true}"#)).await;
-        let res = get(&url(&server, "/health?x=1"), Some("tok"), T)
-            .await
-            .unwrap();
+        let res = get(&url(&server, "/health?x=1"), Some("tok"), T).await.unwrap();
         assert_eq!(res.status, 200);
         assert_eq!(res.json::<serde_json::Value>().unwrap()["ok"], true);
         let req = &server.requests()[0];
-        assert_eq!(
-            (req.method.as_str(), req.target.as_str()),
-            ("GET", "/health?x=1")
-        );
+        assert_eq!((req.method.as_str(), req.target.as_str()), ("GET", "/health?x=1"));
         assert_eq!(req.header("authorization").as_deref(), Some("Bearer tok"));
         assert_eq!(req.header("connection").as_deref(), Some("close"));
     }
@@ -321,14 +273,8 @@ mod tests {
         let req = &server.requests()[0];
         assert_eq!(req.method, "PUT");
         assert_eq!(req.header("authorization"), None);
-        assert_eq!(
-            req.header("content-type").as_deref(),
-            Some("application/json")
-        );
-        assert_eq!(
-            serde_json::from_slice::<serde_json::Value>(&req.body).unwrap(),
-            body
-        );
+        assert_eq!(req.header("content-type").as_deref(), Some("application/json"));
+        assert_eq!(serde_json::from_slice::<serde_json::Value>(&req.body).unwrap(), body);
     }
 
     #[tokio::test]
@@ -345,13 +291,7 @@ mod tests {
         assert_eq!(get(&u, None, T).await.unwrap().text(), "hello world");
         let res = get(&u, None, T).await.unwrap();
         assert_eq!((res.status, res.text().as_str()), (503, "no length"));
-        assert_eq!(
-            get(&u, None, T).await.unwrap(),
-            Response {
-                status: 204,
-                body: vec![]
-            }
-        );
+        assert_eq!(get(&u, None, T).await.unwrap(), Response { status: 204, body: vec![] });
     }
 
     #[tokio::test]
@@ -361,10 +301,7 @@ mod tests {
         assert!(err.contains("only plain http://"), "{err}");
 
         // Port of a listener we just closed: connection refused.
-        let free = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap();
+        let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
         let refused = Url::parse(&format!("http://{free}/")).unwrap();
         assert!(get(&refused, None, T).await.is_err());
 
@@ -377,10 +314,7 @@ mod tests {
             drop(conn);
         });
         let slow = Url::parse(&format!("http://{addr}/")).unwrap();
-        let err = get(&slow, None, Duration::from_millis(100))
-            .await
-            .unwrap_err()
-            .to_string();
+        let err = get(&slow, None, Duration::from_millis(100)).await.unwrap_err().to_string();
         assert!(err.contains("timed out"), "{err}");
         hold.abort();
     }

@@ -17,8 +17,8 @@
 //! built-in HTTP client ([`http`]) rather than a full HTTP stack.
 
 pub mod health;
-pub mod options;
 pub mod http;
+pub mod options;
 pub mod paths;
 pub mod plan;
 pub mod resolve;
@@ -69,10 +69,7 @@ pub async fn ensure_engine_with(config: &EngineOptions, env: Env<'_>) -> Result<
         .scheme()
         .to_owned();
     if scheme != "http" {
-        return Err(invalid_endpoint(
-            &config.endpoint,
-            "a managed (local) engine needs an http:// endpoint",
-        ));
+        return Err(invalid_endpoint(&config.endpoint, "a managed (local) engine needs an http:// endpoint"));
     }
     // A wrong explicit path is reported even when an engine is running:
     // the user asked for that file (same order as the reference).
@@ -97,13 +94,9 @@ pub(crate) fn process_env(name: &str) -> Option<String> {
 }
 
 pub(crate) fn invalid_endpoint(endpoint: &str, reason: &str) -> anyhow::Error {
-    RivetError::new(
-        "engine",
-        "invalid_endpoint",
-        format!("Engine endpoint '{endpoint}' is invalid: {reason}"),
-    )
-    .with_metadata(json!({ "endpoint": endpoint, "reason": reason }))
-    .into_anyhow()
+    RivetError::new("engine", "invalid_endpoint", format!("Engine endpoint '{endpoint}' is invalid: {reason}"))
+        .with_metadata(json!({ "endpoint": endpoint, "reason": reason }))
+        .into_anyhow()
 }
 
 #[cfg(test)]
@@ -126,25 +119,14 @@ mod tests {
 
     #[tokio::test]
     async fn reuses_a_running_engine() {
-        let server =
-            FakeServer::start(|_, _| json_response(200, r#"{"runtime":"engine","status":"ok"}"#))
-                .await;
-        let config = EngineOptions {
-            endpoint: server.url.clone(),
-            ..Default::default()
-        };
-        assert_eq!(
-            ensure_engine_with(&config, &|_| None).await.unwrap(),
-            EngineStatus::Reused
-        );
+        let server = FakeServer::start(|_, _| json_response(200, r#"{"runtime":"engine","status":"ok"}"#)).await;
+        let config = EngineOptions { endpoint: server.url.clone(), ..Default::default() };
+        assert_eq!(ensure_engine_with(&config, &|_| None).await.unwrap(), EngineStatus::Reused);
     }
 
     #[tokio::test]
     async fn refuses_https_and_missing_explicit_binary() {
-        let config = EngineOptions {
-            endpoint: "https://127.0.0.1:6420".into(),
-            ..Default::default()
-        };
+        let config = EngineOptions { endpoint: "https://127.0.0.1:6420".into(), ..Default::default() };
         let err = ensure_engine_with(&config, &|_| None).await.unwrap_err();
         assert_eq!(code(&err), "engine.invalid_endpoint");
 
@@ -172,15 +154,8 @@ mod tests {
     #[tokio::test]
     async fn engine_that_exits_reports_status_and_logs() {
         let dir = TestDir::new("exits");
-        let bin = script(
-            &dir,
-            "echo 'Error: failed to deserialize config' >&2\nexit 3",
-        );
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let bin = script(&dir, "echo 'Error: failed to deserialize config' >&2\nexit 3");
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let config = EngineOptions {
             endpoint: format!("http://127.0.0.1:{port}"),
             engine_binary_path: Some(bin),
@@ -192,21 +167,12 @@ mod tests {
         let e = RivetError::extract(&err);
         assert_eq!(e.qualified_code(), "engine.health_check_failed");
         assert!(e.message.contains("exit status: 3"), "{}", e.message);
-        assert!(
-            e.message.contains("failed to deserialize config"),
-            "{}",
-            e.message
-        );
+        assert!(e.message.contains("failed to deserialize config"), "{}", e.message);
         assert!(e.message.contains("-stderr.log"));
         // The config file was written for the endpoint's port.
-        let cfg = dir
-            .path
-            .join(format!(".rivetkit/var/engine/config-{port}.json"));
+        let cfg = dir.path.join(format!(".rivetkit/var/engine/config-{port}.json"));
         let cfg: serde_json::Value = serde_json::from_slice(&std::fs::read(cfg).unwrap()).unwrap();
-        assert_eq!(
-            cfg["topology"]["datacenters"]["default"]["peer_url"],
-            format!("http://127.0.0.1:{}", port + 1)
-        );
+        assert_eq!(cfg["topology"]["datacenters"]["default"]["peer_url"], format!("http://127.0.0.1:{}", port + 1));
     }
 
     #[cfg(unix)]
@@ -214,15 +180,8 @@ mod tests {
     async fn engine_that_never_gets_healthy_is_killed() {
         let dir = TestDir::new("hangs");
         let pid_file = dir.path.join("pid");
-        let bin = script(
-            &dir,
-            &format!("echo $$ > {}\nexec sleep 30", pid_file.display()),
-        );
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let bin = script(&dir, &format!("echo $$ > {}\nexec sleep 30", pid_file.display()));
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let config = EngineOptions {
             endpoint: format!("http://127.0.0.1:{port}"),
             engine_binary_path: Some(bin),
@@ -236,16 +195,8 @@ mod tests {
         assert_eq!(e.qualified_code(), "engine.health_check_failed");
         assert!(e.message.contains("killed"), "{}", e.message);
         assert!(e.metadata.unwrap()["attempts"].as_u64().unwrap() >= 2);
-        let pid: i32 = std::fs::read_to_string(&pid_file)
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap();
+        let pid: i32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
         // SAFETY: signal 0 only checks whether the process exists.
-        assert_ne!(
-            unsafe { libc::kill(pid, 0) },
-            0,
-            "half-started engine still alive"
-        );
+        assert_ne!(unsafe { libc::kill(pid, 0) }, 0, "half-started engine still alive");
     }
 }

@@ -46,8 +46,7 @@ impl EngineDirs {
 
     pub fn create_all(&self) -> Result<()> {
         for dir in [&self.engine, &self.db, &self.logs] {
-            std::fs::create_dir_all(dir)
-                .with_context(|| format!("create directory `{}`", dir.display()))?;
+            std::fs::create_dir_all(dir).with_context(|| format!("create directory `{}`", dir.display()))?;
         }
         Ok(())
     }
@@ -64,15 +63,9 @@ mod tests {
             "HOME" => Some("/home/u".to_owned()),
             _ => None,
         };
-        assert_eq!(
-            storage_root(&env).unwrap(),
-            PathBuf::from("/data/.rivetkit")
-        );
+        assert_eq!(storage_root(&env).unwrap(), PathBuf::from("/data/.rivetkit"));
         let env = |k: &str| (k == "HOME").then(|| "/home/u".to_owned());
-        assert_eq!(
-            storage_root(&env).unwrap(),
-            PathBuf::from("/home/u/.rivetkit")
-        );
+        assert_eq!(storage_root(&env).unwrap(), PathBuf::from("/home/u/.rivetkit"));
         let cwd = std::env::current_dir().unwrap();
         assert_eq!(storage_root(&|_| None).unwrap(), cwd.join(".rivetkit"));
     }
@@ -81,9 +74,6 @@ mod tests {
     fn layout() {
         let dirs = EngineDirs::new(PathBuf::from("/r/.rivetkit"));
         assert_eq!(dirs.db, PathBuf::from("/r/.rivetkit/var/engine/db"));
-        assert_eq!(
-            dirs.logs,
-            PathBuf::from("/r/.rivetkit/var/logs/rivet-engine")
-        );
+        assert_eq!(dirs.logs, PathBuf::from("/r/.rivetkit/var/logs/rivet-engine"));
     }
 }

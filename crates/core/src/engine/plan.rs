@@ -15,9 +15,9 @@ use anyhow::Result;
 use serde_json::json;
 use url::{Host, Url};
 
+use super::options::EngineOptions;
 use super::paths::EngineDirs;
 use super::{invalid_endpoint, Env};
-use super::options::EngineOptions;
 
 /// Addresses the engine will use, derived from the endpoint .
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,19 +39,10 @@ pub struct EnginePlan {
 pub fn plan(config: &EngineOptions) -> Result<EnginePlan> {
     let endpoint = config.endpoint.as_str();
     let url = Url::parse(endpoint).map_err(|e| invalid_endpoint(endpoint, &e.to_string()))?;
-    let host = url
-        .host()
-        .ok_or_else(|| invalid_endpoint(endpoint, "missing host"))?;
-    let port = url
-        .port_or_known_default()
-        .ok_or_else(|| invalid_endpoint(endpoint, "missing port"))?;
+    let host = url.host().ok_or_else(|| invalid_endpoint(endpoint, "missing host"))?;
+    let port = url.port_or_known_default().ok_or_else(|| invalid_endpoint(endpoint, "missing port"))?;
     let guard_port = config.engine_port.unwrap_or(port);
-    let too_large = || {
-        invalid_endpoint(
-            endpoint,
-            "port is too large (the engine also uses port+1 and port+10)",
-        )
-    };
+    let too_large = || invalid_endpoint(endpoint, "port is too large (the engine also uses port+1 and port+10)");
     let api_peer_port = guard_port.checked_add(1).ok_or_else(too_large)?;
     let metrics_port = guard_port.checked_add(10).ok_or_else(too_large)?;
 
@@ -143,10 +134,7 @@ pub fn engine_env(plan: &EnginePlan, dirs: &EngineDirs, env: Env<'_>) -> Vec<(St
         ("RIVET__API_PEER__PORT", plan.api_peer_port.to_string()),
         ("RIVET__METRICS__HOST", host),
         ("RIVET__METRICS__PORT", plan.metrics_port.to_string()),
-        (
-            "RIVET__FILE_SYSTEM__PATH",
-            dirs.db.to_string_lossy().into_owned(),
-        ),
+        ("RIVET__FILE_SYSTEM__PATH", dirs.db.to_string_lossy().into_owned()),
         // Development tuning: fast retries and short lost/shutdown thresholds.
         // Unlike the reference we leave the retry reset duration (100 ms) and
         // the backoff exponent cap (1) at the engine's defaults: with them, an
@@ -175,10 +163,7 @@ pub fn engine_env(plan: &EnginePlan, dirs: &EngineDirs, env: Env<'_>) -> Vec<(St
         ("RIVET__PEGBOARD__ENVOY_LOST_THRESHOLD", ENVOY_LOST_THRESHOLD_MS.to_string()),
         ("RIVET__PEGBOARD__MIN_METADATA_POLL_INTERVAL", "1000".into()),
         ("RIVET__FEATURES__GUARD_GATEWAY_V3__MODE", "on".into()),
-        (
-            "RIVET__FEATURES__GUARD_GATEWAY_V3__PERCENTAGE",
-            "100".into(),
-        ),
+        ("RIVET__FEATURES__GUARD_GATEWAY_V3__PERCENTAGE", "100".into()),
         ("RIVET__RUNTIME__WORKER_SHUTDOWN_DURATION", "1".into()),
         ("RIVET__RUNTIME__GUARD_SHUTDOWN_DURATION", "1".into()),
         ("RIVET__RUNTIME__FORCE_SHUTDOWN_DURATION", "2".into()),
@@ -229,10 +214,7 @@ mod tests {
     use crate::error::RivetError;
 
     fn cfg(endpoint: &str) -> EngineOptions {
-        EngineOptions {
-            endpoint: endpoint.to_owned(),
-            ..Default::default()
-        }
+        EngineOptions { endpoint: endpoint.to_owned(), ..Default::default() }
     }
 
     fn code(err: &anyhow::Error) -> String {
@@ -243,38 +225,20 @@ mod tests {
     fn plan_derives_ports_and_urls() {
         let p = plan(&cfg("http://127.0.0.1:26420")).unwrap();
         assert_eq!(
-            (
-                p.bind_host.as_str(),
-                p.guard_port,
-                p.api_peer_port,
-                p.metrics_port
-            ),
+            (p.bind_host.as_str(), p.guard_port, p.api_peer_port, p.metrics_port),
             ("127.0.0.1", 26420, 26421, 26430)
         );
-        assert_eq!(
-            (p.public_url.as_str(), p.peer_url.as_str()),
-            ("http://127.0.0.1:26420", "http://127.0.0.1:26421")
-        );
+        assert_eq!((p.public_url.as_str(), p.peer_url.as_str()), ("http://127.0.0.1:26420", "http://127.0.0.1:26421"));
 
         let p = plan(&cfg("http://localhost:7000/")).unwrap();
-        assert_eq!(
-            (p.bind_host.as_str(), p.public_url.as_str()),
-            ("127.0.0.1", "http://localhost:7000")
-        );
+        assert_eq!((p.bind_host.as_str(), p.public_url.as_str()), ("127.0.0.1", "http://localhost:7000"));
 
         let p = plan(&cfg("http://[::1]:7000")).unwrap();
-        assert_eq!(
-            (p.bind_host.as_str(), p.peer_url.as_str()),
-            ("::1", "http://[::1]:7001")
-        );
+        assert_eq!((p.bind_host.as_str(), p.peer_url.as_str()), ("::1", "http://[::1]:7001"));
 
         let p = plan(&cfg("http://0.0.0.0:7000")).unwrap();
         assert_eq!(
-            (
-                p.bind_host.as_str(),
-                p.public_url.as_str(),
-                p.peer_url.as_str()
-            ),
+            (p.bind_host.as_str(), p.public_url.as_str(), p.peer_url.as_str()),
             ("0.0.0.0", "http://127.0.0.1:7000", "http://127.0.0.1:7001")
         );
 
@@ -304,22 +268,14 @@ mod tests {
     #[test]
     fn env_matches_the_spec() {
         let dirs = EngineDirs::new(PathBuf::from("/r/.rivetkit"));
-        let env: HashMap<_, _> = engine_env(
-            &plan(&cfg("http://127.0.0.1:6420")).unwrap(),
-            &dirs,
-            &|_| None,
-        )
-        .into_iter()
-        .collect();
+        let env: HashMap<_, _> =
+            engine_env(&plan(&cfg("http://127.0.0.1:6420")).unwrap(), &dirs, &|_| None).into_iter().collect();
         assert!(!env.contains_key("RIVET__AUTH__ADMIN_TOKEN"), "a loopback engine runs without an admin token");
         assert_eq!(env["RIVET__GUARD__PORT"], "6420");
         assert_eq!(env["RIVET__API_PEER__PORT"], "6421");
         assert_eq!(env["RIVET__METRICS__PORT"], "6430");
         assert_eq!(env["RIVET__METRICS__HOST"], "127.0.0.1");
-        assert_eq!(
-            env["RIVET__FILE_SYSTEM__PATH"],
-            "/r/.rivetkit/var/engine/db"
-        );
+        assert_eq!(env["RIVET__FILE_SYSTEM__PATH"], "/r/.rivetkit/var/engine/db");
         assert_eq!(env["RIVET__PEGBOARD__ENVOY_LOST_THRESHOLD"], "5000");
         assert_eq!(env["RIVET__PEGBOARD__ENVOY_UPDATE_PING_INTERVAL"], "1000");
         assert_eq!(env["RIVET__PEGBOARD__ENVOY_ELIGIBLE_THRESHOLD"], "3000");

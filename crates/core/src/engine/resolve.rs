@@ -23,9 +23,9 @@ use std::path::{Path, PathBuf};
 use anyhow::Result;
 use serde_json::json;
 
+use super::options::EngineOptions;
 use super::Env;
 use crate::error::RivetError;
-use super::options::EngineOptions;
 
 /// The binary's file name on this OS.
 pub fn binary_name() -> &'static str {
@@ -52,33 +52,21 @@ pub fn npm_platform_package() -> Option<&'static str> {
 /// The explicitly requested binary (steps 1-2), checked to exist.
 pub fn explicit_binary(config: &EngineOptions, env: Env<'_>) -> Result<Option<PathBuf>> {
     let candidates = [
-        (
-            "EngineOptions.engine_binary_path",
-            config.engine_binary_path.clone(),
-        ),
-        (
-            "RIVET_ENGINE_BINARY_PATH",
-            env("RIVET_ENGINE_BINARY_PATH").map(PathBuf::from),
-        ),
-        (
-            "RIVET_ENGINE_BINARY",
-            env("RIVET_ENGINE_BINARY").map(PathBuf::from),
-        ),
+        ("EngineOptions.engine_binary_path", config.engine_binary_path.clone()),
+        ("RIVET_ENGINE_BINARY_PATH", env("RIVET_ENGINE_BINARY_PATH").map(PathBuf::from)),
+        ("RIVET_ENGINE_BINARY", env("RIVET_ENGINE_BINARY").map(PathBuf::from)),
     ];
-    let Some((source, path)) = candidates.into_iter().find_map(|(source, path)| {
-        path.filter(|p| !p.as_os_str().is_empty())
-            .map(|p| (source, p))
-    }) else {
+    let Some((source, path)) = candidates
+        .into_iter()
+        .find_map(|(source, path)| path.filter(|p| !p.as_os_str().is_empty()).map(|p| (source, p)))
+    else {
         return Ok(None);
     };
     if !path.is_file() {
         return Err(RivetError::new(
             "engine",
             "binary_not_found",
-            format!(
-                "Engine binary was not found at '{}' (set by {source}).",
-                path.display()
-            ),
+            format!("Engine binary was not found at '{}' (set by {source}).", path.display()),
         )
         .with_metadata(json!({ "path": path.display().to_string(), "source": source }))
         .into_anyhow());
@@ -100,9 +88,7 @@ pub fn search_roots() -> Vec<PathBuf> {
     let mut roots: Vec<PathBuf> = Vec::new();
     let starts = [
         std::env::current_dir().ok(),
-        std::env::current_exe()
-            .ok()
-            .and_then(|exe| exe.parent().map(Path::to_path_buf)),
+        std::env::current_exe().ok().and_then(|exe| exe.parent().map(Path::to_path_buf)),
     ];
     for start in starts.into_iter().flatten() {
         for dir in start.ancestors() {
@@ -177,22 +163,13 @@ mod tests {
         let env_path = bin.display().to_string();
         let env = move |k: &str| (k == "RIVET_ENGINE_BINARY").then(|| env_path.clone());
 
-        let config = EngineOptions {
-            engine_binary_path: Some(bin.clone()),
-            ..Default::default()
-        };
+        let config = EngineOptions { engine_binary_path: Some(bin.clone()), ..Default::default() };
         assert_eq!(explicit_binary(&config, &env).unwrap(), Some(bin.clone()));
 
         // The npm override alone is honoured.
-        assert_eq!(
-            explicit_binary(&EngineOptions::default(), &env).unwrap(),
-            Some(bin)
-        );
+        assert_eq!(explicit_binary(&EngineOptions::default(), &env).unwrap(), Some(bin));
 
-        let missing = EngineOptions {
-            engine_binary_path: Some(dir.path.join("nope")),
-            ..Default::default()
-        };
+        let missing = EngineOptions { engine_binary_path: Some(dir.path.join("nope")), ..Default::default() };
         let err = explicit_binary(&missing, &env).unwrap_err();
         assert_eq!(code(&err), "engine.binary_not_found");
         assert!(err.to_string().contains("EngineOptions.engine_binary_path"));
@@ -202,19 +179,13 @@ mod tests {
     fn env_binary_path_precedes_npm_override() {
         let dir = TestDir::new("envorder");
         let a = dir.file("a/rivet-engine");
-        let (a2, b) = (
-            a.display().to_string(),
-            dir.path.join("missing").display().to_string(),
-        );
+        let (a2, b) = (a.display().to_string(), dir.path.join("missing").display().to_string());
         let env = move |k: &str| match k {
             "RIVET_ENGINE_BINARY_PATH" => Some(a2.clone()),
             "RIVET_ENGINE_BINARY" => Some(b.clone()),
             _ => None,
         };
-        assert_eq!(
-            explicit_binary(&EngineOptions::default(), &env).unwrap(),
-            Some(a)
-        );
+        assert_eq!(explicit_binary(&EngineOptions::default(), &env).unwrap(), Some(a));
     }
 
     #[test]
@@ -230,10 +201,7 @@ mod tests {
         assert_eq!(find_npm_binary(&roots).unwrap(), bin);
 
         // A dev binary next to the meta package is preferred, like getEnginePath().
-        let dev = dir.file(&format!(
-            "node_modules/@rivetkit/engine-cli/{}",
-            binary_name()
-        ));
+        let dev = dir.file(&format!("node_modules/@rivetkit/engine-cli/{}", binary_name()));
         assert_eq!(find_npm_binary(&roots).unwrap(), dev);
     }
 

@@ -19,8 +19,8 @@ use serde_json::{json, Map, Value};
 use url::Url;
 
 use super::http;
-use crate::error::RivetError;
 use super::options::{is_local_endpoint, EngineOptions};
+use crate::error::RivetError;
 
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 const MAX_BODY_IN_ERROR: usize = 1024;
@@ -35,10 +35,7 @@ pub struct RetryPolicy {
 impl Default for RetryPolicy {
     /// 60 attempts, 500 ms apart: about 30 s, as in the reference.
     fn default() -> Self {
-        Self {
-            attempts: 60,
-            interval: Duration::from_millis(500),
-        }
+        Self { attempts: 60, interval: Duration::from_millis(500) }
     }
 }
 
@@ -75,37 +72,23 @@ pub async fn ensure_runner_config_with(config: &EngineOptions, policy: RetryPoli
 }
 
 async fn upsert_once(api: &EngineApi<'_>, config: &EngineOptions) -> Result<(), Failure> {
-    let response = http::get(&api.url(&["datacenters"])?, api.token, REQUEST_TIMEOUT)
-        .await
-        .map_err(Failure::Transport)?;
+    let response =
+        http::get(&api.url(&["datacenters"])?, api.token, REQUEST_TIMEOUT).await.map_err(Failure::Transport)?;
     check(&response, "GET /datacenters", config)?;
     let datacenters: DatacentersResponse = response.json().map_err(|e| {
-        Failure::Fatal(failed(
-            config,
-            "GET /datacenters",
-            response.status,
-            &response.text(),
-            &format!("{e:#}"),
-        ))
+        Failure::Fatal(failed(config, "GET /datacenters", response.status, &response.text(), &format!("{e:#}")))
     })?;
     if datacenters.datacenters.is_empty() {
-        return Err(Failure::NotReady(
-            "the engine reported no datacenters yet".to_owned(),
-        ));
+        return Err(Failure::NotReady("the engine reported no datacenters yet".to_owned()));
     }
 
     let mut per_dc = Map::new();
     for dc in datacenters.datacenters {
-        per_dc.insert(
-            dc.name,
-            json!({ "normal": {}, "drain_on_version_upgrade": true }),
-        );
+        per_dc.insert(dc.name, json!({ "normal": {}, "drain_on_version_upgrade": true }));
     }
     let body = json!({ "datacenters": per_dc });
     let url = api.url(&["runner-configs", &config.pool_name])?;
-    let response = http::put_json(&url, api.token, &body, REQUEST_TIMEOUT)
-        .await
-        .map_err(Failure::Transport)?;
+    let response = http::put_json(&url, api.token, &body, REQUEST_TIMEOUT).await.map_err(Failure::Transport)?;
     check(&response, "PUT /runner-configs", config)
 }
 
@@ -117,26 +100,13 @@ fn check(response: &http::Response, what: &str, config: &EngineOptions) -> Resul
     let body = response.text();
     let code_not_found = serde_json::from_str::<Value>(&body)
         .ok()
-        .and_then(|v| {
-            v.get("code")
-                .and_then(Value::as_str)
-                .map(|c| c == "not_found")
-        })
+        .and_then(|v| v.get("code").and_then(Value::as_str).map(|c| c == "not_found"))
         .unwrap_or(false);
     let status = response.status;
     if status == 404 || status == 429 || status >= 500 || code_not_found {
-        return Err(Failure::NotReady(format!(
-            "{what} answered HTTP {status}: {}",
-            clip(&body)
-        )));
+        return Err(Failure::NotReady(format!("{what} answered HTTP {status}: {}", clip(&body))));
     }
-    Err(Failure::Fatal(failed(
-        config,
-        what,
-        status,
-        &body,
-        "the engine refused the request",
-    )))
+    Err(Failure::Fatal(failed(config, what, status, &body, "the engine refused the request")))
 }
 
 #[derive(Debug)]
@@ -163,8 +133,8 @@ struct EngineApi<'a> {
 
 impl<'a> EngineApi<'a> {
     fn new(config: &'a EngineOptions) -> Result<Self> {
-        let origin = Url::parse(&config.endpoint)
-            .map_err(|e| super::invalid_endpoint(&config.endpoint, &e.to_string()))?;
+        let origin =
+            Url::parse(&config.endpoint).map_err(|e| super::invalid_endpoint(&config.endpoint, &e.to_string()))?;
         if origin.scheme() != "http" {
             return Err(RivetError::new(
                 "engine",
@@ -179,11 +149,7 @@ impl<'a> EngineApi<'a> {
             .with_metadata(json!({ "endpoint": config.endpoint }))
             .into_anyhow());
         }
-        Ok(Self {
-            origin,
-            namespace: &config.namespace,
-            token: config.token.as_deref(),
-        })
+        Ok(Self { origin, namespace: &config.namespace, token: config.token.as_deref() })
     }
 
     /// `{origin}/{segments..}?namespace=..`: any base path of the endpoint is dropped.
@@ -196,8 +162,7 @@ impl<'a> EngineApi<'a> {
             .map_err(|_| Failure::Fatal(anyhow::anyhow!("engine endpoint cannot be a base URL")))?
             .clear()
             .extend(segments);
-        url.query_pairs_mut()
-            .append_pair("namespace", self.namespace);
+        url.query_pairs_mut().append_pair("namespace", self.namespace);
         Ok(url)
     }
 }
@@ -212,13 +177,7 @@ struct Datacenter {
     name: String,
 }
 
-fn failed(
-    config: &EngineOptions,
-    what: &str,
-    status: u16,
-    body: &str,
-    reason: &str,
-) -> anyhow::Error {
+fn failed(config: &EngineOptions, what: &str, status: u16, body: &str, reason: &str) -> anyhow::Error {
     RivetError::new(
         "engine",
         "runner_config_failed",
@@ -242,11 +201,7 @@ fn failed(
 /// After the last attempt: `engine.unreachable` if we never got an answer,
 /// else `engine.runner_config_failed`.
 fn exhausted(config: &EngineOptions, attempts: u32, last: Failure) -> anyhow::Error {
-    let code = if matches!(last, Failure::Transport(_)) {
-        "unreachable"
-    } else {
-        "runner_config_failed"
-    };
+    let code = if matches!(last, Failure::Transport(_)) { "unreachable" } else { "runner_config_failed" };
     let reason = last.reason();
     RivetError::new(
         "engine",
@@ -280,10 +235,7 @@ mod tests {
     use crate::engine::test_server::{json_response, FakeServer, Recorded};
 
     const DCS: &str = r#"{"datacenters":[{"name":"default","url":"http://127.0.0.1:6420/"}]}"#;
-    const FAST: RetryPolicy = RetryPolicy {
-        attempts: 5,
-        interval: Duration::from_millis(1),
-    };
+    const FAST: RetryPolicy = RetryPolicy { attempts: 5, interval: Duration::from_millis(1) };
 
     fn config(endpoint: &str) -> EngineOptions {
         EngineOptions {
@@ -297,13 +249,11 @@ mod tests {
     /// Datacenters always succeed; the n-th PUT gets `put(n)`.
     async fn engine(put: impl Fn(usize) -> String + Send + Sync + 'static) -> FakeServer {
         let puts = std::sync::atomic::AtomicUsize::new(0);
-        FakeServer::start(
-            move |req: &Recorded, _| match (req.method.as_str(), req.path()) {
-                ("GET", "/datacenters") => json_response(200, DCS),
-                ("PUT", _) => put(puts.fetch_add(1, std::sync::atomic::Ordering::SeqCst)),
-                _ => json_response(404, "{}"),
-            },
-        )
+        FakeServer::start(move |req: &Recorded, _| match (req.method.as_str(), req.path()) {
+            ("GET", "/datacenters") => json_response(200, DCS),
+            ("PUT", _) => put(puts.fetch_add(1, std::sync::atomic::Ordering::SeqCst)),
+            _ => json_response(404, "{}"),
+        })
         .await
     }
 
@@ -315,25 +265,14 @@ mod tests {
     async fn sends_the_expected_requests() {
         let server = engine(|_| json_response(200, r#"{"endpoint_config_changed":true}"#)).await;
         // A base path in the endpoint is dropped.
-        ensure_runner_config_with(&config(&format!("{}/base/", server.url)), FAST)
-            .await
-            .unwrap();
+        ensure_runner_config_with(&config(&format!("{}/base/", server.url)), FAST).await.unwrap();
         let reqs = server.requests();
         assert_eq!(reqs.len(), 2);
         assert_eq!(reqs[0].target, "/datacenters?namespace=default");
-        assert_eq!(
-            reqs[0].header("authorization").as_deref(),
-            Some("Bearer dev")
-        );
-        assert_eq!(
-            reqs[1].target,
-            "/runner-configs/my%20pool?namespace=default"
-        );
+        assert_eq!(reqs[0].header("authorization").as_deref(), Some("Bearer dev"));
+        assert_eq!(reqs[1].target, "/runner-configs/my%20pool?namespace=default");
         let body: Value = serde_json::from_slice(&reqs[1].body).unwrap();
-        assert_eq!(
-            body,
-            json!({"datacenters": {"default": {"normal": {}, "drain_on_version_upgrade": true}}})
-        );
+        assert_eq!(body, json!({"datacenters": {"default": {"normal": {}, "drain_on_version_upgrade": true}}}));
     }
 
     #[tokio::test]
@@ -344,9 +283,7 @@ mod tests {
             _ => json_response(200, "{}"),
         })
         .await;
-        ensure_runner_config_with(&config(&server.url), FAST)
-            .await
-            .unwrap();
+        ensure_runner_config_with(&config(&server.url), FAST).await.unwrap();
         assert_eq!(server.requests().len(), 3);
     }
 
@@ -360,25 +297,16 @@ mod tests {
             }
         })
         .await;
-        ensure_runner_config_with(
-            &config(&server.url),
-            RetryPolicy {
-                attempts: 2,
-                interval: Duration::ZERO,
-            },
-        )
-        .await
-        .unwrap();
+        ensure_runner_config_with(&config(&server.url), RetryPolicy { attempts: 2, interval: Duration::ZERO })
+            .await
+            .unwrap();
         assert_eq!(server.requests().len(), 4);
     }
 
     #[tokio::test]
     async fn other_client_errors_are_fatal() {
-        let server =
-            engine(|_| json_response(400, r#"{"group":"api","code":"bad_request"}"#)).await;
-        let err = ensure_runner_config_with(&config(&server.url), FAST)
-            .await
-            .unwrap_err();
+        let server = engine(|_| json_response(400, r#"{"group":"api","code":"bad_request"}"#)).await;
+        let err = ensure_runner_config_with(&config(&server.url), FAST).await.unwrap_err();
         assert_eq!(code(&err), "engine.runner_config_failed");
         let meta = RivetError::extract(&err).metadata.unwrap();
         assert_eq!(meta["status"], 400);
@@ -389,43 +317,22 @@ mod tests {
     #[tokio::test]
     async fn stops_after_the_configured_bound() {
         let server = engine(|_| json_response(503, "busy")).await;
-        let policy = RetryPolicy {
-            attempts: 3,
-            interval: Duration::from_millis(1),
-        };
-        let err = ensure_runner_config_with(&config(&server.url), policy)
-            .await
-            .unwrap_err();
-        assert!(
-            err.to_string()
-                .contains("did not become ready after 3 attempts"),
-            "{err}"
-        );
+        let policy = RetryPolicy { attempts: 3, interval: Duration::from_millis(1) };
+        let err = ensure_runner_config_with(&config(&server.url), policy).await.unwrap_err();
+        assert!(err.to_string().contains("did not become ready after 3 attempts"), "{err}");
         assert_eq!(code(&err), "engine.runner_config_failed");
         assert_eq!(server.requests().len(), 6);
     }
 
     #[tokio::test]
     async fn unreachable_engine_and_remote_endpoints() {
-        let free = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap();
-        let policy = RetryPolicy {
-            attempts: 2,
-            interval: Duration::from_millis(1),
-        };
-        let err = ensure_runner_config_with(&config(&format!("http://{free}")), policy)
-            .await
-            .unwrap_err();
+        let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+        let policy = RetryPolicy { attempts: 2, interval: Duration::from_millis(1) };
+        let err = ensure_runner_config_with(&config(&format!("http://{free}")), policy).await.unwrap_err();
         assert_eq!(code(&err), "engine.unreachable");
-        assert!(err
-            .to_string()
-            .contains("did not become ready after 2 attempts"));
+        assert!(err.to_string().contains("did not become ready after 2 attempts"));
 
         // Remote: nothing is sent at all (this host does not exist).
-        ensure_runner_config_with(&config("http://192.0.2.10:6420"), policy)
-            .await
-            .unwrap();
+        ensure_runner_config_with(&config("http://192.0.2.10:6420"), policy).await.unwrap();
     }
 }

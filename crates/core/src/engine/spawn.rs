@@ -22,43 +22,28 @@ use anyhow::Result;
 use serde_json::json;
 
 use super::health::{self, WaitOutcome, WaitReport};
+use super::options::EngineOptions;
 use super::paths::{storage_root, EngineDirs};
 use super::plan::{config_file, engine_env, plan, EnginePlan};
 use super::{EngineStatus, Env};
 use crate::error::RivetError;
-use super::options::EngineOptions;
 
 const KILL_WAIT: Duration = Duration::from_secs(5);
 
 /// Spawns the engine and waits for `/health` (at most `engine_start_timeout`).
-pub async fn spawn_engine(
-    config: &EngineOptions,
-    binary: &Path,
-    env: Env<'_>,
-) -> Result<EngineStatus> {
+pub async fn spawn_engine(config: &EngineOptions, binary: &Path, env: Env<'_>) -> Result<EngineStatus> {
     let plan = plan(config)?;
     let dirs = EngineDirs::new(storage_root(env)?);
-    dirs.create_all()
-        .map_err(|e| spawn_failed(binary, &format!("{e:#}")))?;
+    dirs.create_all().map_err(|e| spawn_failed(binary, &format!("{e:#}")))?;
     let config_path = dirs.engine.join(format!("config-{}.json", plan.guard_port));
     let contents = serde_json::to_vec_pretty(&config_file(&plan))?;
-    std::fs::write(&config_path, contents).map_err(|e| {
-        spawn_failed(
-            binary,
-            &format!("write engine config `{}`: {e}", config_path.display()),
-        )
-    })?;
+    std::fs::write(&config_path, contents)
+        .map_err(|e| spawn_failed(binary, &format!("write engine config `{}`: {e}", config_path.display())))?;
 
-    let stamp = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_secs();
+    let stamp = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
     let stdout_log = dirs.logs.join(format!("engine-{stamp}-stdout.log"));
     let stderr_log = dirs.logs.join(format!("engine-{stamp}-stderr.log"));
-    let (stdout, stderr) = (
-        open_log(binary, &stdout_log)?,
-        open_log(binary, &stderr_log)?,
-    );
+    let (stdout, stderr) = (open_log(binary, &stdout_log)?, open_log(binary, &stderr_log)?);
 
     let mut command = Command::new(binary);
     command
@@ -75,24 +60,14 @@ pub async fn spawn_engine(
         "starting Rivet Engine {} on {} (logs: {})",
         binary.display(),
         config.endpoint,
-        stdout_log
-            .with_file_name(format!("engine-{stamp}-{{stdout,stderr}}.log"))
-            .display()
+        stdout_log.with_file_name(format!("engine-{stamp}-{{stdout,stderr}}.log")).display()
     );
-    let mut child = command
-        .spawn()
-        .map_err(|e| spawn_failed(binary, &e.to_string()))?;
+    let mut child = command.spawn().map_err(|e| spawn_failed(binary, &e.to_string()))?;
     let pid = child.id();
 
     let url = health::health_url(&config.endpoint)?;
-    let report = health::wait_until_healthy(&url, config.engine_start_timeout, || {
-        exit_status(&mut child)
-    })
-    .await;
-    let logs = Logs {
-        stdout: stdout_log,
-        stderr: stderr_log,
-    };
+    let report = health::wait_until_healthy(&url, config.engine_start_timeout, || exit_status(&mut child)).await;
+    let logs = Logs { stdout: stdout_log, stderr: stderr_log };
     match &report.outcome {
         WaitOutcome::Ready(health) => {
             if let Some(status) = exit_status(&mut child) {
@@ -107,28 +82,14 @@ pub async fn spawn_engine(
                 report.elapsed.as_millis()
             );
             reap_in_background(child, pid);
-            Ok(EngineStatus::Spawned {
-                pid,
-                log_dir: dirs.logs,
-            })
+            Ok(EngineStatus::Spawned { pid, log_dir: dirs.logs })
         }
         WaitOutcome::Exited(status) => {
-            if health::probe_engine(&config.endpoint)
-                .await
-                .ok()
-                .flatten()
-                .is_some()
-            {
+            if health::probe_engine(&config.endpoint).await.ok().flatten().is_some() {
                 tracing::warn!(pid, %status, "our engine exited but another engine serves {}; reusing it", config.endpoint);
                 return Ok(EngineStatus::Reused);
             }
-            Err(health_failed(
-                config,
-                &plan,
-                &report,
-                &format!("the engine exited ({status})"),
-                &logs,
-            ))
+            Err(health_failed(config, &plan, &report, &format!("the engine exited ({status})"), &logs))
         }
         WaitOutcome::TimedOut => {
             let status = kill_half_started(&mut child).await;
@@ -171,19 +132,15 @@ async fn kill_half_started(child: &mut Child) -> String {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    tracing::warn!(
-        pid = child.id(),
-        "half-started engine did not exit within 5 s of SIGKILL"
-    );
+    tracing::warn!(pid = child.id(), "half-started engine did not exit within 5 s of SIGKILL");
     "the half-started engine was killed but had not exited after 5 s".to_owned()
 }
 
 /// Reaps the engine if it exits while we run, so it never lingers as a
 /// zombie, and says so. Dropping the handle would not stop the engine either.
 fn reap_in_background(mut child: Child, pid: u32) {
-    let spawned = std::thread::Builder::new()
-        .name("rivet-engine-reaper".to_owned())
-        .spawn(move || match child.wait() {
+    let spawned =
+        std::thread::Builder::new().name("rivet-engine-reaper".to_owned()).spawn(move || match child.wait() {
             Ok(status) => tracing::warn!(
                 pid,
                 %status,
@@ -220,10 +177,7 @@ fn health_failed(
         logs.stdout.display(),
     );
     // The engine keeps running when a port is taken, so say it plainly.
-    if tail
-        .as_deref()
-        .is_some_and(|t| t.contains("Address in use"))
-    {
+    if tail.as_deref().is_some_and(|t| t.contains("Address in use")) {
         message.push_str(&format!(
             " Another process is using one of the engine's ports ({}, {}, {}).",
             plan.guard_port, plan.api_peer_port, plan.metrics_port
@@ -251,8 +205,7 @@ fn health_failed(
 /// precedes dozens of frames, and the engine's "loaded config" line is huge.
 fn log_tail(path: &Path) -> Option<String> {
     let bytes = std::fs::read(path).ok()?;
-    let text =
-        String::from_utf8_lossy(&bytes[bytes.len().saturating_sub(16 * 1024)..]).into_owned();
+    let text = String::from_utf8_lossy(&bytes[bytes.len().saturating_sub(16 * 1024)..]).into_owned();
     let text = text.split("Stack backtrace:").next().unwrap_or_default();
     let lines: Vec<String> = text
         .lines()
@@ -278,10 +231,7 @@ fn spawn_failed(binary: &Path, reason: &str) -> anyhow::Error {
     RivetError::new(
         "engine",
         "spawn_failed",
-        format!(
-            "Could not start the Rivet Engine `{}`: {reason}",
-            binary.display()
-        ),
+        format!("Could not start the Rivet Engine `{}`: {reason}", binary.display()),
     )
     .with_metadata(json!({ "path": binary.display().to_string(), "reason": reason }))
     .into_anyhow()

@@ -10,11 +10,7 @@ pub struct TestDir {
 impl TestDir {
     pub fn new(name: &str) -> Self {
         static NEXT: AtomicU32 = AtomicU32::new(0);
-        let unique = format!(
-            "rivetkit-native-{name}-{}-{}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        );
+        let unique = format!("rivetkit-native-{name}-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
         let path = std::env::temp_dir().join(unique);
         let _ = std::fs::remove_dir_all(&path);
         std::fs::create_dir_all(&path).expect("create test dir");

@@ -18,10 +18,7 @@ pub struct Recorded {
 
 impl Recorded {
     pub fn header(&self, name: &str) -> Option<String> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.clone())
+        self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.clone())
     }
 
     pub fn path(&self) -> &str {
@@ -38,12 +35,8 @@ pub struct FakeServer {
 }
 
 impl FakeServer {
-    pub async fn start(
-        handler: impl Fn(&Recorded, usize) -> String + Send + Sync + 'static,
-    ) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind fake server");
+    pub async fn start(handler: impl Fn(&Recorded, usize) -> String + Send + Sync + 'static) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind fake server");
         let url = format!("http://{}", listener.local_addr().expect("local addr"));
         let requests = Arc::new(Mutex::new(Vec::new()));
         let handler: Arc<Handler> = Arc::new(handler);
@@ -65,11 +58,7 @@ impl FakeServer {
                 let _ = writer.shutdown().await;
             }
         });
-        Self {
-            url,
-            requests,
-            task,
-        }
+        Self { url, requests, task }
     }
 
     pub fn requests(&self) -> Vec<Recorded> {
@@ -106,17 +95,9 @@ async fn read_request<R: tokio::io::AsyncBufRead + Unpin>(r: &mut R) -> Option<R
         .unwrap_or(0);
     let mut body = vec![0; len];
     r.read_exact(&mut body).await.ok()?;
-    Some(Recorded {
-        method,
-        target,
-        headers,
-        body,
-    })
+    Some(Recorded { method, target, headers, body })
 }
 
 pub fn json_response(status: u16, body: &str) -> String {
-    format!(
-        "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    )
+    format!("HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}", body.len())
 }

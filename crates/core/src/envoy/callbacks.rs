@@ -5,10 +5,12 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use futures::future::FutureExt;
-use rivet_envoy_client::config::{BoxFuture, EnvoyCallbacks, HttpRequest, HttpResponse, WebSocketHandler, WebSocketSender};
+use rivet_envoy_client::config::ActorStopHandle;
+use rivet_envoy_client::config::{
+    BoxFuture, EnvoyCallbacks, HttpRequest, HttpResponse, WebSocketHandler, WebSocketSender,
+};
 use rivet_envoy_client::handle::EnvoyHandle;
 use rivet_envoy_client::protocol;
-use rivet_envoy_client::config::ActorStopHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::EnvoyLink;
@@ -60,7 +62,14 @@ impl EnvoyCallbacks for RegistryCallbacks {
         config: protocol::ActorConfig,
         preloaded_kv: Option<protocol::PreloadedKv>,
     ) -> BoxFuture<anyhow::Result<()>> {
-        self.on_actor_start_with_lost_signal(handle, actor_id, generation, config, preloaded_kv, CancellationToken::new())
+        self.on_actor_start_with_lost_signal(
+            handle,
+            actor_id,
+            generation,
+            config,
+            preloaded_kv,
+            CancellationToken::new(),
+        )
     }
 
     fn on_actor_start_with_lost_signal(
@@ -160,7 +169,16 @@ impl EnvoyCallbacks for RegistryCallbacks {
                 return Ok(close_on_open(1011, error.qualified_code()));
             }
             let result = routing::websocket::handle_websocket(
-                &dispatcher, &actor_id, gateway_id, request_id, request, path, headers, is_hibernatable, is_restoring_hibernatable, sender,
+                &dispatcher,
+                &actor_id,
+                gateway_id,
+                request_id,
+                request,
+                path,
+                headers,
+                is_hibernatable,
+                is_restoring_hibernatable,
+                sender,
             )
             .await;
             if let Err(err) = &result {

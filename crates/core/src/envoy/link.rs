@@ -24,7 +24,12 @@ impl EngineLink for EnvoyLink {
         let (h, id) = (self.0.clone(), actor_id.to_string());
         async move { h.kv_get(id, keys).await }.boxed()
     }
-    fn kv_put(&self, actor_id: &str, entries: KvEntries, lost: CancellationToken) -> BoxFuture<'static, anyhow::Result<()>> {
+    fn kv_put(
+        &self,
+        actor_id: &str,
+        entries: KvEntries,
+        lost: CancellationToken,
+    ) -> BoxFuture<'static, anyhow::Result<()>> {
         let (h, id) = (self.0.clone(), actor_id.to_string());
         async move { h.kv_put_fenced(id, entries, lost).await }.boxed()
     }
@@ -36,11 +41,24 @@ impl EngineLink for EnvoyLink {
         let (h, id) = (self.0.clone(), actor_id.to_string());
         async move { h.kv_delete_range(id, start, end).await }.boxed()
     }
-    fn kv_list_prefix(&self, actor_id: &str, prefix: Vec<u8>, reverse: bool, limit: Option<u64>) -> BoxFuture<'static, anyhow::Result<KvEntries>> {
+    fn kv_list_prefix(
+        &self,
+        actor_id: &str,
+        prefix: Vec<u8>,
+        reverse: bool,
+        limit: Option<u64>,
+    ) -> BoxFuture<'static, anyhow::Result<KvEntries>> {
         let (h, id) = (self.0.clone(), actor_id.to_string());
         async move { h.kv_list_prefix(id, prefix, Some(reverse), limit).await }.boxed()
     }
-    fn kv_list_range(&self, actor_id: &str, start: Vec<u8>, end: Vec<u8>, reverse: bool, limit: Option<u64>) -> BoxFuture<'static, anyhow::Result<KvEntries>> {
+    fn kv_list_range(
+        &self,
+        actor_id: &str,
+        start: Vec<u8>,
+        end: Vec<u8>,
+        reverse: bool,
+        limit: Option<u64>,
+    ) -> BoxFuture<'static, anyhow::Result<KvEntries>> {
         let (h, id) = (self.0.clone(), actor_id.to_string());
         async move { h.kv_list_range(id, start, end, true, Some(reverse), limit).await }.boxed()
     }

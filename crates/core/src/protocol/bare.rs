@@ -86,8 +86,7 @@ pub(crate) mod tests {
     fn responses_are_version_4() {
         let body = encode_http_action_response(vec![0x03]).unwrap();
         assert_eq!(body, vec![4, 0, 1, 0x03]);
-        let decoded =
-            client_protocol::versioned::HttpActionResponse::deserialize_with_embedded_version(&body).unwrap();
+        let decoded = client_protocol::versioned::HttpActionResponse::deserialize_with_embedded_version(&body).unwrap();
         assert_eq!(decoded.output, vec![0x03]);
     }
 

@@ -122,7 +122,10 @@ mod tests {
         assert_eq!(from_cbor::<Value>(&body).unwrap(), expected);
         let body = framework_body(Encoding::Bare, &err).unwrap();
         let e = HttpResponseError::deserialize_with_embedded_version(&body).unwrap();
-        assert_eq!((e.group.as_str(), e.code.as_str(), e.message.as_str()), ("actor", "action_timed_out", "Action timed out"));
+        assert_eq!(
+            (e.group.as_str(), e.code.as_str(), e.message.as_str()),
+            ("actor", "action_timed_out", "Action timed out")
+        );
         assert_eq!(e.metadata, None);
         let a = e.actor.unwrap();
         assert_eq!((a.actor_id.as_str(), a.generation.0, a.key.as_deref()), ("abc", 9, Some("user/1")));

@@ -128,10 +128,7 @@ impl fmt::Debug for ServeConfig {
             .field("drain_cap", &self.drain_cap)
             .field("engine_start_timeout", &self.engine_start_timeout)
             .field("envoy_connect_timeout", &self.envoy_connect_timeout)
-            .field(
-                "serverless_package_version",
-                &self.serverless_package_version,
-            )
+            .field("serverless_package_version", &self.serverless_package_version)
             .finish()
     }
 }
@@ -182,20 +179,10 @@ impl ServeConfig {
 
         let defaults = Self::default();
         Ok(Self {
-            version: var("RIVET_ENVOY_VERSION")
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(defaults.version),
+            version: var("RIVET_ENVOY_VERSION").and_then(|v| v.parse().ok()).unwrap_or(defaults.version),
             endpoint: parsed.endpoint,
-            token: Some(
-                parsed
-                    .token
-                    .or(env_token)
-                    .unwrap_or_else(|| "default".to_owned()),
-            ),
-            namespace: parsed
-                .namespace
-                .or(env_namespace)
-                .unwrap_or_else(|| "default".to_owned()),
+            token: Some(parsed.token.or(env_token).unwrap_or_else(|| "default".to_owned())),
+            namespace: parsed.namespace.or(env_namespace).unwrap_or_else(|| "default".to_owned()),
             pool_name: var("RIVET_POOL_NAME").unwrap_or(defaults.pool_name),
             engine_binary_path: var("RIVET_ENGINE_BINARY_PATH").map(PathBuf::from),
             engine_host,
@@ -218,11 +205,8 @@ pub fn should_manage_engine(endpoint: &str, mode: EngineSpawnMode) -> anyhow::Re
         EngineSpawnMode::Always => Ok(true),
         EngineSpawnMode::Never => Ok(false),
         EngineSpawnMode::Auto => {
-            let url = Url::parse(endpoint)
-                .map_err(|e| invalid_endpoint_config(endpoint, &e.to_string()))?;
-            let host = url
-                .host()
-                .ok_or_else(|| invalid_endpoint_config(endpoint, "missing host"))?;
+            let url = Url::parse(endpoint).map_err(|e| invalid_endpoint_config(endpoint, &e.to_string()))?;
+            let host = url.host().ok_or_else(|| invalid_endpoint_config(endpoint, "missing host"))?;
             Ok(host_is_local(&host))
         }
     }
@@ -242,19 +226,12 @@ struct ParsedEndpoint {
 /// credentials become namespace/token and are stripped. The error never
 /// contains the raw value, which may hold a token.
 fn parse_endpoint(raw: &str) -> anyhow::Result<ParsedEndpoint> {
-    let mut url =
-        Url::parse(raw).map_err(|e| invalid("RIVET_ENDPOINT", &format!("invalid URL: {e}")))?;
+    let mut url = Url::parse(raw).map_err(|e| invalid("RIVET_ENDPOINT", &format!("invalid URL: {e}")))?;
     if url.query().is_some() {
-        return Err(invalid(
-            "RIVET_ENDPOINT",
-            "endpoint cannot contain a query string",
-        ));
+        return Err(invalid("RIVET_ENDPOINT", "endpoint cannot contain a query string"));
     }
     if url.fragment().is_some() {
-        return Err(invalid(
-            "RIVET_ENDPOINT",
-            "endpoint cannot contain a fragment",
-        ));
+        return Err(invalid("RIVET_ENDPOINT", "endpoint cannot contain a fragment"));
     }
     let namespace = match url.username() {
         "" => None,
@@ -265,49 +242,29 @@ fn parse_endpoint(raw: &str) -> anyhow::Result<ParsedEndpoint> {
         Some(password) => Some(percent_decode(password)?),
     };
     if token.is_some() && namespace.is_none() {
-        return Err(invalid(
-            "RIVET_ENDPOINT",
-            "endpoint cannot have a token without a namespace",
-        ));
+        return Err(invalid("RIVET_ENDPOINT", "endpoint cannot have a token without a namespace"));
     }
     // Opaque URLs (`ns:tok@host` without a scheme) carry no auth and would
     // reject the setters, so only strip when something was parsed.
     if namespace.is_some() && (url.set_username("").is_err() || url.set_password(None).is_err()) {
-        return Err(invalid(
-            "RIVET_ENDPOINT",
-            "endpoint URL does not support credentials",
-        ));
+        return Err(invalid("RIVET_ENDPOINT", "endpoint URL does not support credentials"));
     }
-    Ok(ParsedEndpoint {
-        endpoint: url.to_string(),
-        namespace,
-        token,
-    })
+    Ok(ParsedEndpoint { endpoint: url.to_string(), namespace, token })
 }
 
 /// `decodeURIComponent`, as the reference applies it to URL credentials:
 /// every `%` must start a two-digit hex escape and the result must be UTF-8.
 fn percent_decode(value: &str) -> anyhow::Result<String> {
-    let bad = || {
-        invalid(
-            "RIVET_ENDPOINT",
-            "invalid percent-encoding in endpoint URL auth",
-        )
-    };
+    let bad = || invalid("RIVET_ENDPOINT", "invalid percent-encoding in endpoint URL auth");
     let bytes = value.as_bytes();
-    let malformed = bytes.iter().enumerate().any(|(i, &b)| {
-        b == b'%'
-            && !bytes
-                .get(i + 1..i + 3)
-                .is_some_and(|hex| hex.iter().all(u8::is_ascii_hexdigit))
-    });
+    let malformed = bytes
+        .iter()
+        .enumerate()
+        .any(|(i, &b)| b == b'%' && !bytes.get(i + 1..i + 3).is_some_and(|hex| hex.iter().all(u8::is_ascii_hexdigit)));
     if malformed {
         return Err(bad());
     }
-    percent_encoding::percent_decode_str(value)
-        .decode_utf8()
-        .map(|decoded| decoded.into_owned())
-        .map_err(|_| bad())
+    percent_encoding::percent_decode_str(value).decode_utf8().map(|decoded| decoded.into_owned()).map_err(|_| bad())
 }
 
 /// `http://{host}:{port}`, bracketing a bare IPv6 host.
@@ -320,20 +277,14 @@ fn default_endpoint(host: &str, port: u16) -> String {
 }
 
 /// Reads a millisecond variable; empty counts as unset.
-fn millis(
-    var: &impl Fn(&str) -> Option<String>,
-    name: &str,
-    allow_zero: bool,
-) -> anyhow::Result<Option<Duration>> {
+fn millis(var: &impl Fn(&str) -> Option<String>, name: &str, allow_zero: bool) -> anyhow::Result<Option<Duration>> {
     let Some(raw) = var(name).filter(|v| !v.trim().is_empty()) else {
         return Ok(None);
     };
-    let ms: u64 = raw.trim().parse().map_err(|_| {
-        invalid(
-            name,
-            &format!("expected a whole number of milliseconds, got `{raw}`"),
-        )
-    })?;
+    let ms: u64 = raw
+        .trim()
+        .parse()
+        .map_err(|_| invalid(name, &format!("expected a whole number of milliseconds, got `{raw}`")))?;
     if ms == 0 && !allow_zero {
         return Err(invalid(name, "must be greater than 0"));
     }
@@ -347,13 +298,9 @@ fn invalid(variable: &str, reason: &str) -> anyhow::Error {
 }
 
 fn invalid_endpoint_config(endpoint: &str, reason: &str) -> anyhow::Error {
-    RivetError::new(
-        "config",
-        "invalid",
-        format!("engine endpoint `{endpoint}` is invalid: {reason}"),
-    )
-    .with_metadata(json!({ "endpoint": endpoint, "reason": reason }))
-    .into_anyhow()
+    RivetError::new("config", "invalid", format!("engine endpoint `{endpoint}` is invalid: {reason}"))
+        .with_metadata(json!({ "endpoint": endpoint, "reason": reason }))
+        .into_anyhow()
 }
 
 #[cfg(test)]
@@ -363,10 +310,7 @@ mod tests {
     use super::*;
 
     fn vars(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
-        let map: HashMap<String, String> = pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
+        let map: HashMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         move |k| map.get(k).cloned()
     }
 
@@ -383,10 +327,7 @@ mod tests {
             "http://[::1]:6420",
             "http://0.0.0.0:6420",
         ] {
-            assert!(
-                should_manage_engine(endpoint, EngineSpawnMode::Auto).unwrap(),
-                "{endpoint}"
-            );
+            assert!(should_manage_engine(endpoint, EngineSpawnMode::Auto).unwrap(), "{endpoint}");
         }
     }
 
@@ -412,14 +353,8 @@ mod tests {
 
     #[test]
     fn spawn_mode_parsing_is_case_insensitive() {
-        assert_eq!(
-            EngineSpawnMode::parse(Some("ALWAYS")),
-            EngineSpawnMode::Always
-        );
-        assert_eq!(
-            EngineSpawnMode::parse(Some("never")),
-            EngineSpawnMode::Never
-        );
+        assert_eq!(EngineSpawnMode::parse(Some("ALWAYS")), EngineSpawnMode::Always);
+        assert_eq!(EngineSpawnMode::parse(Some("never")), EngineSpawnMode::Never);
         assert_eq!(EngineSpawnMode::parse(Some("yes")), EngineSpawnMode::Auto);
         assert_eq!(EngineSpawnMode::parse(None), EngineSpawnMode::Auto);
     }
@@ -471,10 +406,7 @@ mod tests {
         assert_eq!(c.namespace, "ns");
         assert_eq!(c.pool_name, "pool");
         assert_eq!(c.engine_binary_path, Some(PathBuf::from("/x/rivet-engine")));
-        assert_eq!(
-            (c.engine_host.as_deref(), c.engine_port),
-            (Some("::1"), Some(7000))
-        );
+        assert_eq!((c.engine_host.as_deref(), c.engine_port), (Some("::1"), Some(7000)));
         assert_eq!(c.engine_spawn, EngineSpawnMode::Never);
         assert_eq!(c.drain_cap, Some(Duration::ZERO));
         assert_eq!(c.engine_start_timeout, Duration::from_millis(2500));
@@ -483,11 +415,8 @@ mod tests {
 
     #[test]
     fn reference_variables_ignore_bad_numbers() {
-        let c = ServeConfig::from_vars(vars(&[
-            ("RIVET_ENVOY_VERSION", "x"),
-            ("RIVET_RUN_ENGINE_PORT", "99999"),
-        ]))
-        .unwrap();
+        let c =
+            ServeConfig::from_vars(vars(&[("RIVET_ENVOY_VERSION", "x"), ("RIVET_RUN_ENGINE_PORT", "99999")])).unwrap();
         assert_eq!((c.version, c.engine_port), (1, None));
         assert_eq!(c.endpoint, "http://127.0.0.1:6420");
     }
@@ -507,11 +436,8 @@ mod tests {
 
     #[test]
     fn endpoint_credentials_are_split_and_stripped() {
-        let c = ServeConfig::from_vars(vars(&[(
-            "RIVET_ENDPOINT",
-            "https://cloud-ns:sk_cloud%2Dtoken@api.rivet.dev",
-        )]))
-        .unwrap();
+        let c = ServeConfig::from_vars(vars(&[("RIVET_ENDPOINT", "https://cloud-ns:sk_cloud%2Dtoken@api.rivet.dev")]))
+            .unwrap();
         assert_eq!(c.endpoint, "https://api.rivet.dev/");
         assert_eq!(c.namespace, "cloud-ns");
         assert_eq!(c.token.as_deref(), Some("sk_cloud-token"));
@@ -528,25 +454,16 @@ mod tests {
         assert_eq!(p.endpoint, "https://api.rivet.dev/base");
         // Normalised: a bare origin gains a trailing slash.
         let p = parse_endpoint("http://127.0.0.1:6420").unwrap();
-        assert_eq!(
-            (p.endpoint.as_str(), p.namespace, p.token),
-            ("http://127.0.0.1:6420/", None, None)
-        );
+        assert_eq!((p.endpoint.as_str(), p.namespace, p.token), ("http://127.0.0.1:6420/", None, None));
         // A scheme-less value is an opaque URL: passed through, no auth.
         let p = parse_endpoint("my-ns:tok@api.rivet.dev").unwrap();
-        assert_eq!(
-            (p.endpoint.as_str(), p.namespace, p.token),
-            ("my-ns:tok@api.rivet.dev", None, None)
-        );
+        assert_eq!((p.endpoint.as_str(), p.namespace, p.token), ("my-ns:tok@api.rivet.dev", None, None));
     }
 
     #[test]
     fn endpoint_errors() {
         for (endpoint, needle) in [
-            (
-                "https://:sk_secret@api.rivet.dev",
-                "token without a namespace",
-            ),
+            ("https://:sk_secret@api.rivet.dev", "token without a namespace"),
             ("not a url", "invalid URL"),
             ("https://my-ns:tok@api.rivet.dev?foo=bar", "query string"),
             ("https://my-ns:tok@api.rivet.dev#section", "fragment"),
@@ -558,10 +475,7 @@ mod tests {
             let err = ServeConfig::from_vars(vars(&[("RIVET_ENDPOINT", endpoint)])).unwrap_err();
             assert_eq!(code(&err), "config.invalid", "{endpoint}");
             assert!(err.to_string().contains(needle), "{endpoint}: {err}");
-            assert!(
-                !err.to_string().contains("sk_secret"),
-                "token leaked: {err}"
-            );
+            assert!(!err.to_string().contains("sk_secret"), "token leaked: {err}");
         }
     }
 
@@ -584,10 +498,7 @@ mod tests {
 
     #[test]
     fn debug_redacts_token() {
-        let c = ServeConfig {
-            token: Some("sk_secret".into()),
-            ..ServeConfig::default()
-        };
+        let c = ServeConfig { token: Some("sk_secret".into()), ..ServeConfig::default() };
         assert!(!format!("{c:?}").contains("sk_secret"));
     }
 }

@@ -73,8 +73,12 @@ impl CoreRegistry {
         let setup = async {
             if should_manage_engine(&config.endpoint, config.engine_spawn)? {
                 match engine::ensure_engine(&config.engine_options()).await? {
-                    engine::EngineStatus::Reused => tracing::info!(endpoint = %config.endpoint, "using the Rivet Engine already running"),
-                    engine::EngineStatus::Spawned { pid, .. } => tracing::info!(endpoint = %config.endpoint, pid, "Rivet Engine started"),
+                    engine::EngineStatus::Reused => {
+                        tracing::info!(endpoint = %config.endpoint, "using the Rivet Engine already running")
+                    }
+                    engine::EngineStatus::Spawned { pid, .. } => {
+                        tracing::info!(endpoint = %config.endpoint, pid, "Rivet Engine started")
+                    }
                 }
             }
             if is_local_endpoint(&config.endpoint) {
@@ -186,8 +190,8 @@ const FINAL_SAVE_WAIT: Duration = Duration::from_secs(15);
 /// record and connection records), so nothing the actors hold is lost
 /// when the drain gives up on the engine's stops.
 async fn save_all(dispatcher: &Dispatcher) {
-    use futures::stream::{self, StreamExt};
     use crate::actor::save::SaveOptions;
+    use futures::stream::{self, StreamExt};
 
     let live = dispatcher.live_contexts();
     let total = live.len();
@@ -203,7 +207,11 @@ async fn save_all(dispatcher: &Dispatcher) {
         .fold(0usize, |saved, ok| async move { saved + usize::from(ok) });
     match tokio::time::timeout(FINAL_SAVE_WAIT, saves).await {
         Ok(saved) => tracing::info!(saved, total, "saved the actors still running"),
-        Err(_) => tracing::error!(total, wait_ms = FINAL_SAVE_WAIT.as_millis() as u64, "final saves at the drain bound did not finish in time"),
+        Err(_) => tracing::error!(
+            total,
+            wait_ms = FINAL_SAVE_WAIT.as_millis() as u64,
+            "final saves at the drain bound did not finish in time"
+        ),
     }
 }
 
@@ -223,7 +231,10 @@ async fn drain(config: &ServeConfig, envoy: &EnvoyHandle, dispatcher: &Dispatche
         }
     };
     if tokio::time::timeout(bound, drained).await.is_err() {
-        tracing::warn!(bound_ms = bound.as_millis() as u64, "drain did not finish in time; saving the actors still running");
+        tracing::warn!(
+            bound_ms = bound.as_millis() as u64,
+            "drain did not finish in time; saving the actors still running"
+        );
         save_all(dispatcher).await;
         tracing::warn!("stopping the envoy now");
         envoy.shutdown(true);

@@ -44,7 +44,8 @@ impl ActorTask {
     /// Runs one due scheduled action; its record is deleted once it has
     /// finished, whatever the outcome (a failure is logged, not retried).
     fn fire_scheduled(&mut self, event: schedule::ScheduledEvent, now: i64) {
-        let fire = schedule::ScheduledFire { kind: "at", id: event.id.clone(), scheduled_at: event.run_at, fired_at: now };
+        let fire =
+            schedule::ScheduledFire { kind: "at", id: event.id.clone(), scheduled_at: event.run_at, fired_at: now };
         let cancel = tokio_util::sync::CancellationToken::new();
         let fut = self.factory.hooks.scheduled_action(&self.ctx, &event.action, event.args, &fire, cancel.clone());
         let ctx = self.ctx.clone();

@@ -2,8 +2,8 @@
 
 use tokio::sync::oneshot;
 
-use crate::actor::{Conn, HttpRequest, HttpResponse};
 use crate::actor::websocket::RawWebSocket;
+use crate::actor::{Conn, HttpRequest, HttpResponse};
 
 pub type Reply<T> = oneshot::Sender<anyhow::Result<T>>;
 
@@ -23,20 +23,47 @@ pub enum LifecycleCommand {
 
 /// Client traffic routed to this generation.
 pub enum DispatchCommand {
-    Http { request: HttpRequest, reply: Reply<HttpResponse> },
+    Http {
+        request: HttpRequest,
+        reply: Reply<HttpResponse>,
+    },
     /// `args` and the reply are CBOR (opaque to the core).
-    Action { conn: Option<Conn>, name: String, args: Vec<u8>, reply: Reply<Vec<u8>> },
+    Action {
+        conn: Option<Conn>,
+        name: String,
+        args: Vec<u8>,
+        reply: Reply<Vec<u8>>,
+    },
     /// An action over HTTP, admitted once: a transient connection is
     /// connected, the action runs on it, and it is disconnected
     /// (`onDisconnect` awaited) before the reply.
-    HttpAction { params: Vec<u8>, request: HttpRequest, name: String, args: Vec<u8>, reply: Reply<Vec<u8>> },
+    HttpAction {
+        params: Vec<u8>,
+        request: HttpRequest,
+        name: String,
+        args: Vec<u8>,
+        reply: Reply<Vec<u8>>,
+    },
     /// Runs the connect hooks and registers the connection.
-    Connect { conn: Conn, request: Option<HttpRequest>, reply: Reply<()> },
+    Connect {
+        conn: Conn,
+        request: Option<HttpRequest>,
+        reply: Reply<()>,
+    },
     /// Runs `onBeforeSubscribe`, then subscribes the connection.
-    Subscribe { conn: Conn, event_name: String, reply: Reply<()> },
+    Subscribe {
+        conn: Conn,
+        event_name: String,
+        reply: Reply<()>,
+    },
     /// Runs `onWebSocket` for a raw WebSocket opened on `conn` (the request
     /// is boxed to keep the command small).
-    OpenWebSocket { conn: Conn, ws: RawWebSocket, request: Box<Option<HttpRequest>>, reply: Reply<()> },
+    OpenWebSocket {
+        conn: Conn,
+        ws: RawWebSocket,
+        request: Box<Option<HttpRequest>>,
+        reply: Reply<()>,
+    },
 }
 
 impl DispatchCommand {

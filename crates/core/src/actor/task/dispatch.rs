@@ -58,7 +58,8 @@ impl ActorTask {
                 if reply.is_closed() {
                     return;
                 }
-                let fut = http_action(self.ctx.clone(), self.factory.clone(), params, request, name, args, cancel.clone());
+                let fut =
+                    http_action(self.ctx.clone(), self.factory.clone(), params, request, name, args, cancel.clone());
                 self.spawn_tracked_reply(fut, None, cancel, reply);
             }
             DispatchCommand::Connect { conn, request, reply } => {
@@ -95,7 +96,8 @@ impl ActorTask {
                     return;
                 }
                 let Some(fut) = self.factory.hooks.on_websocket(&self.ctx, &conn, ws, *request) else {
-                    let err = RivetError::new("actor", "websocket_not_handled", "The actor has no `onWebSocket` handler.");
+                    let err =
+                        RivetError::new("actor", "websocket_not_handled", "The actor has no `onWebSocket` handler.");
                     let _ = reply.send(Err(err.into_anyhow().context(self.ctx.specifier())));
                     return;
                 };

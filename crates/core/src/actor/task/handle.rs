@@ -72,18 +72,14 @@ impl ActorTaskHandle {
 
     async fn lifecycle(&self, make: impl FnOnce(Reply<()>) -> LifecycleCommand) -> anyhow::Result<()> {
         let (tx, rx) = oneshot::channel();
-        self.lifecycle_tx
-            .send(make(tx))
-            .await
-            .map_err(|_| catalog::actor_not_ready().into_anyhow())?;
+        self.lifecycle_tx.send(make(tx)).await.map_err(|_| catalog::actor_not_ready().into_anyhow())?;
         rx.await.map_err(|_| catalog::actor_dropped_reply().into_anyhow())?
     }
 
     /// Waits for the task to exit.
     pub async fn join(&self) -> anyhow::Result<()> {
         self.joined.clone().await.map_err(|reason| {
-            RivetError::new("actor", "panicked", format!("Actor task panicked while running: {reason}"))
-                .into_anyhow()
+            RivetError::new("actor", "panicked", format!("Actor task panicked while running: {reason}")).into_anyhow()
         })
     }
 
@@ -109,7 +105,13 @@ impl ActorTaskHandle {
 
     /// `POST /action/{name}` in one trip: connect a transient connection
     /// with `params`, run the action on it, disconnect it.
-    pub async fn http_action(&self, params: Vec<u8>, request: HttpRequest, name: String, args: Vec<u8>) -> anyhow::Result<Vec<u8>> {
+    pub async fn http_action(
+        &self,
+        params: Vec<u8>,
+        request: HttpRequest,
+        name: String,
+        args: Vec<u8>,
+    ) -> anyhow::Result<Vec<u8>> {
         let (tx, rx) = oneshot::channel();
         self.dispatch(DispatchCommand::HttpAction { params, request, name, args, reply: tx }, "run an action")?;
         rx.await.map_err(|_| catalog::actor_stopping(None).into_anyhow())?
@@ -145,7 +147,10 @@ impl ActorTaskHandle {
         request: Option<HttpRequest>,
     ) -> anyhow::Result<()> {
         let (tx, rx) = oneshot::channel();
-        self.dispatch(DispatchCommand::OpenWebSocket { conn, ws, request: Box::new(request), reply: tx }, "open a websocket")?;
+        self.dispatch(
+            DispatchCommand::OpenWebSocket { conn, ws, request: Box::new(request), reply: tx },
+            "open a websocket",
+        )?;
         rx.await.map_err(|_| catalog::actor_stopping(None).into_anyhow())?
     }
 

@@ -15,8 +15,8 @@
 mod alarm;
 mod commands;
 mod dispatch;
-mod persist;
 mod handle;
+mod persist;
 mod shutdown;
 mod startup;
 
@@ -92,7 +92,14 @@ pub fn spawn_actor_task(ctx: ActorContext, factory: ActorFactory, hold: Generati
         task.run().await;
     };
     let join = tokio::spawn(tracing::Instrument::instrument(run, span));
-    ActorTaskHandle::new(ctx, factory.config.clone(), lifecycle_tx, dispatch_tx, factory.config.dispatch_queue_capacity, join)
+    ActorTaskHandle::new(
+        ctx,
+        factory.config.clone(),
+        lifecycle_tx,
+        dispatch_tx,
+        factory.config.dispatch_queue_capacity,
+        join,
+    )
 }
 
 /// Closes the generation's write fence when the task is gone.
@@ -302,7 +309,9 @@ impl ActorTask {
         self.ctx.set_run_active(false);
         match result {
             Ok(()) => tracing::debug!("run handler returned"),
-            Err(err) if self.ctx.aborted() => tracing::debug!(error = %format!("{err:#}"), "run handler ended on abort"),
+            Err(err) if self.ctx.aborted() => {
+                tracing::debug!(error = %format!("{err:#}"), "run handler ended on abort")
+            }
             Err(err) => {
                 let e = crate::error::RivetError::extract(&err);
                 tracing::warn!(error = %format!("{err:#}"), "run handler failed; reporting a crash");
@@ -351,4 +360,3 @@ pub(crate) async fn with_timeout<T>(
         Err(_) => Err(catalog::callback_timed_out(name, timeout.as_millis() as u64).into_anyhow()),
     }
 }
-

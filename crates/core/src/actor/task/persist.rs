@@ -24,7 +24,9 @@ pub(super) async fn save(ctx: &ActorContext, hooks: &dyn ActorHooks) -> anyhow::
                     ctx.set_state(state);
                 }
             }
-            Ok(Err(err)) => tracing::warn!(error = %format!("{err:#}"), "serializeState failed; saving the last known state"),
+            Ok(Err(err)) => {
+                tracing::warn!(error = %format!("{err:#}"), "serializeState failed; saving the last known state")
+            }
             Err(_) => tracing::warn!("serializeState timed out; saving the last known state"),
         }
     }

@@ -113,7 +113,8 @@ impl ActorTask {
         while let Ok(cmd) = self.lifecycle_rx.try_recv() {
             match cmd {
                 super::LifecycleCommand::Start { reply } => {
-                    let _ = reply.send(Err(catalog::actor_stopping(Some("declared lost before it started")).into_anyhow()));
+                    let _ =
+                        reply.send(Err(catalog::actor_stopping(Some("declared lost before it started")).into_anyhow()));
                 }
                 super::LifecycleCommand::Stop { reply, .. } => {
                     let _ = reply.send(Ok(()));

@@ -11,7 +11,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::actor::context::ActorIdentity;
 use crate::actor::link::MemoryLink;
-use crate::actor::{ActorConfig, ActorContext, ActorFactory, ActorHooks, ActorKey, HttpRequest, HttpResponse, LifecycleHook};
+use crate::actor::{
+    ActorConfig, ActorContext, ActorFactory, ActorHooks, ActorKey, HttpRequest, HttpResponse, LifecycleHook,
+};
 use crate::dispatcher::{Dispatcher, InstanceKey, StartGate, StopHandle};
 
 pub const NAME: &str = "counter";
@@ -27,7 +29,11 @@ pub struct Gate {
 impl Gate {
     pub fn new() -> Self {
         let (entered_tx, entered_rx) = mpsc::unbounded_channel();
-        Self { permits: Arc::new(Semaphore::new(0)), entered_tx, entered_rx: Arc::new(tokio::sync::Mutex::new(entered_rx)) }
+        Self {
+            permits: Arc::new(Semaphore::new(0)),
+            entered_tx,
+            entered_rx: Arc::new(tokio::sync::Mutex::new(entered_rx)),
+        }
     }
     pub async fn pass(&self) {
         let _ = self.entered_tx.send(());
@@ -93,7 +99,11 @@ impl TestHooks {
 }
 
 impl ActorHooks for TestHooks {
-    fn create_state(&self, ctx: &ActorContext, _input: Option<Vec<u8>>) -> Option<BoxFuture<'static, anyhow::Result<Vec<u8>>>> {
+    fn create_state(
+        &self,
+        ctx: &ActorContext,
+        _input: Option<Vec<u8>>,
+    ) -> Option<BoxFuture<'static, anyhow::Result<Vec<u8>>>> {
         self.record(format!("createState:{}", ctx.generation()));
         Some(async { Ok(vec![0]) }.boxed())
     }
@@ -108,7 +118,13 @@ impl ActorHooks for TestHooks {
             }
             self.record(format!("run:{}", ctx.generation()));
             let abort = ctx.abort_token().clone();
-            return Some(async move { abort.cancelled().await; Ok(()) }.boxed());
+            return Some(
+                async move {
+                    abort.cancelled().await;
+                    Ok(())
+                }
+                .boxed(),
+            );
         }
         self.record(format!("{}:{}", hook.name(), ctx.generation()));
         let gate = match hook {
@@ -134,7 +150,14 @@ impl ActorHooks for TestHooks {
             .boxed(),
         )
     }
-    fn action(&self, ctx: &ActorContext, _conn: Option<&crate::actor::Conn>, name: &str, _args: Vec<u8>, cancel: CancellationToken) -> Option<BoxFuture<'static, anyhow::Result<Vec<u8>>>> {
+    fn action(
+        &self,
+        ctx: &ActorContext,
+        _conn: Option<&crate::actor::Conn>,
+        name: &str,
+        _args: Vec<u8>,
+        cancel: CancellationToken,
+    ) -> Option<BoxFuture<'static, anyhow::Result<Vec<u8>>>> {
         self.record(format!("action {name}:{}", ctx.generation()));
         let gate = if name == "hang" { self.action_gate.lock().unwrap().clone() } else { None };
         let (calls, name) = (self.calls.clone(), name.to_string());
@@ -156,7 +179,11 @@ impl ActorHooks for TestHooks {
             .boxed(),
         )
     }
-    fn on_disconnect(&self, _ctx: &ActorContext, conn: &crate::actor::Conn) -> Option<BoxFuture<'static, anyhow::Result<()>>> {
+    fn on_disconnect(
+        &self,
+        _ctx: &ActorContext,
+        conn: &crate::actor::Conn,
+    ) -> Option<BoxFuture<'static, anyhow::Result<()>>> {
         self.record(format!("onDisconnect:{}", conn.id()));
         Some(async { Ok(()) }.boxed())
     }
@@ -171,7 +198,12 @@ impl ActorHooks for TestHooks {
         self.record(format!("scheduled {name} {}:{}", fire.kind, ctx.generation()));
         Some(async { Ok(vec![0xf6]) }.boxed())
     }
-    fn on_request(&self, ctx: &ActorContext, request: HttpRequest, _cancel: CancellationToken) -> Option<BoxFuture<'static, anyhow::Result<HttpResponse>>> {
+    fn on_request(
+        &self,
+        ctx: &ActorContext,
+        request: HttpRequest,
+        _cancel: CancellationToken,
+    ) -> Option<BoxFuture<'static, anyhow::Result<HttpResponse>>> {
         let body = format!("{} g{}", request.uri, ctx.generation()).into_bytes();
         let gate = self.request_gate.lock().unwrap().clone();
         Some(
@@ -203,7 +235,8 @@ impl Harness {
         let hooks = TestHooks::default();
         let gates = StartGates::default();
         let factory = ActorFactory::new(config.clone(), Arc::new(hooks.clone()));
-        let dispatcher = Dispatcher::with_start_gate(HashMap::from([(NAME.to_string(), factory)]), gates.as_start_gate());
+        let dispatcher =
+            Dispatcher::with_start_gate(HashMap::from([(NAME.to_string(), factory)]), gates.as_start_gate());
         Self { dispatcher, hooks, gates, link: Arc::new(MemoryLink::default()), config }
     }
 
@@ -243,9 +276,12 @@ pub fn key(generation: u32) -> InstanceKey {
 /// A stop handle and a receiver that observes its single signal.
 pub fn stop_handle() -> (StopHandle, oneshot::Receiver<Result<(), String>>) {
     let (tx, rx) = oneshot::channel();
-    (StopHandle::new(move |r: anyhow::Result<()>| {
-        let _ = tx.send(r.map_err(|e| format!("{e:#}")));
-    }), rx)
+    (
+        StopHandle::new(move |r: anyhow::Result<()>| {
+            let _ = tx.send(r.map_err(|e| format!("{e:#}")));
+        }),
+        rx,
+    )
 }
 
 /// True if the stop was signalled (and how), without waiting.

@@ -187,7 +187,10 @@ async fn a_stopped_generation_refuses_every_write() {
     assert_eq!(code(stale.request_save_and_wait(SaveOptions::default()).await.unwrap_err()), "actor.stopping");
     assert_eq!(stale.request_save(SaveOptions::default()), None);
     assert_eq!(code(stale.set_alarm(Some(1)).unwrap_err()), "actor.stopping");
-    assert_eq!(code(crate::actor::schedule::schedule_at(&stale, 1, "tick", vec![]).await.unwrap_err()), "actor.stopping");
+    assert_eq!(
+        code(crate::actor::schedule::schedule_at(&stale, 1, "tick", vec![]).await.unwrap_err()),
+        "actor.stopping"
+    );
     let kv = crate::actor::kv::ActorKv::new(stale.clone());
     assert_eq!(code(kv.put(b"k", b"v").await.unwrap_err()), "actor.stopping");
 

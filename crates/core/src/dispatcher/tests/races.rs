@@ -14,7 +14,11 @@ fn code(err: &anyhow::Error) -> String {
 }
 
 /// Stops are spawned like envoy-client does; they may park or run a shutdown.
-fn spawn_stop(h: &Harness, g: u32, reason: StopReason) -> (tokio::task::JoinHandle<anyhow::Result<()>>, tokio::sync::oneshot::Receiver<Result<(), String>>) {
+fn spawn_stop(
+    h: &Harness,
+    g: u32,
+    reason: StopReason,
+) -> (tokio::task::JoinHandle<anyhow::Result<()>>, tokio::sync::oneshot::Receiver<Result<(), String>>) {
     let (stop, rx) = stop_handle();
     let d = h.dispatcher.clone();
     (tokio::spawn(async move { d.stop_actor("actor", g, reason, stop).await }), rx)
@@ -293,6 +297,16 @@ async fn hooks_run_in_order_and_wake_does_not_recreate() {
     h.start(2).await;
     assert_eq!(
         h.hooks.calls(),
-        ["createState:1", "onCreate:1", "createVars:1", "onWake:1", "onBeforeActorStart:1", "onSleep:1", "createVars:2", "onWake:2", "onBeforeActorStart:2"]
+        [
+            "createState:1",
+            "onCreate:1",
+            "createVars:1",
+            "onWake:1",
+            "onBeforeActorStart:1",
+            "onSleep:1",
+            "createVars:2",
+            "onWake:2",
+            "onBeforeActorStart:2"
+        ]
     );
 }

@@ -39,7 +39,10 @@ async fn on_disconnect_survives_a_full_traffic_queue() {
     let (reply, _answer) = oneshot::channel();
     assert!(ctx.dispatch_for_test(DispatchCommand::Action { conn: None, name: "queued".into(), args: vec![], reply }));
     let (reply, _refused) = oneshot::channel();
-    assert!(!ctx.dispatch_for_test(DispatchCommand::Action { conn: None, name: "overflow".into(), args: vec![], reply }), "the queue is full");
+    assert!(
+        !ctx.dispatch_for_test(DispatchCommand::Action { conn: None, name: "overflow".into(), args: vec![], reply }),
+        "the queue is full"
+    );
 
     ctx.disconnect(&conn);
     wake.release();
@@ -53,7 +56,12 @@ async fn an_action_whose_caller_left_before_it_started_does_not_run() {
     let ctx = h.start(1).await;
     let (reply, answer) = oneshot::channel();
     drop(answer);
-    assert!(ctx.dispatch_for_test(DispatchCommand::Action { conn: None, name: "abandoned".into(), args: vec![], reply }));
+    assert!(ctx.dispatch_for_test(DispatchCommand::Action {
+        conn: None,
+        name: "abandoned".into(),
+        args: vec![],
+        reply
+    }));
     // Traffic is taken in order: once a later action answered, the first was handled.
     let handle = h.dispatcher.active_actor("actor").unwrap();
     handle.action("later".into(), vec![]).await.unwrap();

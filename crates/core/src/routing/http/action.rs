@@ -7,8 +7,8 @@ use rivet_envoy_client::config::{HttpRequest as EnvoyRequest, HttpResponse as En
 use super::response;
 use super::route::path_without_query;
 use crate::actor::ActorTaskHandle;
-use crate::error::RivetError;
 use crate::actor::HttpRequest;
+use crate::error::RivetError;
 use crate::protocol::action::{conn_params, decode_args, encode_output, CONN_PARAMS_HEADER};
 use crate::protocol::encoding::header;
 use crate::protocol::Encoding;
@@ -23,7 +23,8 @@ pub(super) async fn handle(
     encoding: Encoding,
 ) -> anyhow::Result<EnvoyResponse> {
     let actor = handle.context().specifier();
-    let fail = |err: anyhow::Error, status: Option<u16>| response::framework_error(encoding, &err, status, Some(&actor));
+    let fail =
+        |err: anyhow::Error, status: Option<u16>| response::framework_error(encoding, &err, status, Some(&actor));
 
     if request.method != "POST" {
         return fail(method_not_allowed(&request.method, &request.path).into_anyhow(), None);
@@ -72,4 +73,3 @@ fn incoming_too_long() -> RivetError {
 fn outgoing_too_long() -> RivetError {
     RivetError::new("message", "outgoing_too_long", "Outgoing message too long")
 }
-

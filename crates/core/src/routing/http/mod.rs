@@ -30,7 +30,11 @@ pub const MAX_BUFFERED_BODY: usize = 20 * 1024 * 1024;
 ///
 /// Admission is decided from the path and headers alone: a request the
 /// actor refuses is answered before its body is read.
-pub async fn handle_fetch(dispatcher: &Dispatcher, actor_id: &str, mut request: EnvoyRequest) -> anyhow::Result<EnvoyResponse> {
+pub async fn handle_fetch(
+    dispatcher: &Dispatcher,
+    actor_id: &str,
+    mut request: EnvoyRequest,
+) -> anyhow::Result<EnvoyResponse> {
     let route = Route::classify(&request.path)?;
     let admitted = dispatcher.active_actor(actor_id);
     let handle = match (admitted, &route) {

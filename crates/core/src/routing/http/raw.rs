@@ -3,8 +3,8 @@
 use rivet_envoy_client::config::{HttpRequest as EnvoyRequest, HttpResponse as EnvoyResponse};
 
 use super::response;
-use crate::actor::HttpRequest;
 use crate::actor::ActorTaskHandle;
+use crate::actor::HttpRequest;
 use crate::protocol::Encoding;
 
 pub(super) async fn handle(

@@ -84,12 +84,8 @@ fn check_escapes(segment: &str) -> anyhow::Result<()> {
 }
 
 fn invalid_segment(reason: &str) -> anyhow::Error {
-    RivetError::new(
-        "protocol",
-        "invalid_http_request",
-        format!("Invalid HTTP request path segment: {reason}"),
-    )
-    .into_anyhow()
+    RivetError::new("protocol", "invalid_http_request", format!("Invalid HTTP request path segment: {reason}"))
+        .into_anyhow()
 }
 
 #[cfg(test)]

@@ -27,7 +27,14 @@ const ACTOR: &str = "actor-1";
 struct Actions;
 
 impl ActorHooks for Actions {
-    fn action(&self, _ctx: &ActorContext, _conn: Option<&crate::actor::Conn>, name: &str, args: Vec<u8>, _cancel: CancellationToken) -> Option<BoxFuture<'static, anyhow::Result<Vec<u8>>>> {
+    fn action(
+        &self,
+        _ctx: &ActorContext,
+        _conn: Option<&crate::actor::Conn>,
+        name: &str,
+        args: Vec<u8>,
+        _cancel: CancellationToken,
+    ) -> Option<BoxFuture<'static, anyhow::Result<Vec<u8>>>> {
         let fut = match name {
             "echo" => async move { Ok(args) }.boxed(),
             "big" => async { to_cbor(&"x".repeat(200)) }.boxed(),

@@ -66,7 +66,8 @@ pub(super) async fn open(
             return Ok(close_on_open(transport, 1011, "protocol.invalid_actor_connect_request"));
         }
     };
-    let headers_lower: HashMap<String, String> = headers.iter().map(|(k, v)| (k.to_ascii_lowercase(), v.clone())).collect();
+    let headers_lower: HashMap<String, String> =
+        headers.iter().map(|(k, v)| (k.to_ascii_lowercase(), v.clone())).collect();
     let hibernation = is_hibernatable.then(|| Hibernation {
         gateway_id,
         request_id,
@@ -102,25 +103,28 @@ pub(super) async fn open(
         handle.context().request_save(SaveOptions::default());
     }
     let on_open_transport = transport.clone();
-    let on_open: OnOpen =
-        Box::new(move |_sender| {
-            async move {
-                match first {
-                    (init, None) => {
-                        if let Err(err) = on_open_transport.send(&init) {
-                            let e = RivetError::extract(&err);
-                            let reason = if e.qualified_code() == "message.outgoing_too_long" { e.qualified_code() } else { "actor.init_error".into() };
-                            on_open_transport.close(1011, &reason);
-                        }
-                    }
-                    (error, Some(reason)) => {
-                        on_open_transport.send_unchecked(&error);
+    let on_open: OnOpen = Box::new(move |_sender| {
+        async move {
+            match first {
+                (init, None) => {
+                    if let Err(err) = on_open_transport.send(&init) {
+                        let e = RivetError::extract(&err);
+                        let reason = if e.qualified_code() == "message.outgoing_too_long" {
+                            e.qualified_code()
+                        } else {
+                            "actor.init_error".into()
+                        };
                         on_open_transport.close(1011, &reason);
                     }
                 }
+                (error, Some(reason)) => {
+                    on_open_transport.send_unchecked(&error);
+                    on_open_transport.close(1011, &reason);
+                }
             }
-            .boxed()
-        });
+        }
+        .boxed()
+    });
 
     Ok(handler(Socket { dispatcher: dispatcher.clone(), handle, conn, transport, max_incoming }, Some(on_open)))
 }

@@ -51,7 +51,14 @@ pub async fn handle_websocket(
 ) -> anyhow::Result<WebSocketHandler> {
     let handle = dispatcher.active_actor(actor_id)?;
     let route = path.split('?').next().unwrap_or("");
-    let socket = SocketInfo { gateway_id, request_id, path: path.clone(), headers, is_hibernatable, is_restoring: is_restoring_hibernatable };
+    let socket = SocketInfo {
+        gateway_id,
+        request_id,
+        path: path.clone(),
+        headers,
+        is_hibernatable,
+        is_restoring: is_restoring_hibernatable,
+    };
     match route {
         "/connect" => actor_connect::open(dispatcher, handle, socket, sender).await,
         _ => raw::open(dispatcher, handle, _request, socket).await,
