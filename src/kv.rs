@@ -64,12 +64,13 @@ impl Kv {
 
 /// Reads the arguments with `read`; on failure the method's promise rejects.
 macro_rules! read_or_reject {
-    ($env:expr, $read:expr) => {
-        match (|| -> ArgResult<_> { $read })() {
+    ($env:expr, $read:expr) => {{
+        let read = || -> ArgResult<_> { $read };
+        match read() {
             Ok(value) => value,
             Err(err) => return reject($env, err),
         }
-    };
+    }};
 }
 
 #[napi]

@@ -284,7 +284,7 @@ mod tests {
         let ctx = ActorContext::for_test_with("a", 1, link.clone());
         let long: Vec<String> = (0..3).map(|i| format!("{i}{}", "x".repeat(60_000))).collect();
         let big = record("big", long.clone());
-        write(&ctx, &[big.clone()], &[]).await.unwrap();
+        write(&ctx, std::slice::from_ref(&big), &[]).await.unwrap();
         assert_eq!(ctx.conns().chunked_write("big"), Some(0));
         assert_eq!(engine_keys(&link, CONN_CHUNK_PREFIX), chunk_count(&big));
 
@@ -297,7 +297,7 @@ mod tests {
         let mut more = long.clone();
         more.push("y".repeat(60_000));
         let bigger = record("big", more);
-        write(&next, &[bigger.clone()], &[]).await.unwrap();
+        write(&next, std::slice::from_ref(&bigger), &[]).await.unwrap();
         assert_eq!(next.conns().chunked_write("big"), Some(1));
         assert_eq!(engine_keys(&link, CONN_CHUNK_PREFIX), chunk_count(&bigger));
         assert_eq!(load(&ActorContext::for_test_with("a", 3, link.clone())).await.unwrap(), vec![bigger]);

@@ -52,12 +52,16 @@ pub trait EngineLink: Send + Sync + 'static {
     fn restore_hibernating_sockets(&self, _actor_id: &str, _sockets: Vec<super::Hibernation>) {}
 }
 
+/// Every actor's KV in a [`MemoryLink`], by (actor id, key).
+#[cfg(test)]
+pub type MemoryKv = std::collections::BTreeMap<(String, Vec<u8>), Vec<u8>>;
+
 /// In-memory link for tests: intents are counted, KV is a sorted map.
 /// Compiled only into the core's own unit tests.
 #[cfg(test)]
 #[derive(Default)]
 pub struct MemoryLink {
-    pub kv: std::sync::Mutex<std::collections::BTreeMap<(String, Vec<u8>), Vec<u8>>>,
+    pub kv: std::sync::Mutex<MemoryKv>,
     pub sleeps: std::sync::atomic::AtomicUsize,
     pub destroys: std::sync::atomic::AtomicUsize,
 }

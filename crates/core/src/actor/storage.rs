@@ -267,7 +267,7 @@ mod tests {
         assert_eq!(ctx.state_slot(), Some(0));
         assert_eq!(load_record(&ctx).await.unwrap().unwrap().state, big);
 
-        let bigger: Vec<u8> = big.iter().rev().copied().chain(std::iter::repeat(7).take(CHUNK_SIZE)).collect();
+        let bigger: Vec<u8> = big.iter().rev().copied().chain(std::iter::repeat_n(7, CHUNK_SIZE)).collect();
         ctx.set_state(bigger.clone());
         save_record(&ctx).await.unwrap();
         assert_eq!(ctx.state_slot(), Some(1));
