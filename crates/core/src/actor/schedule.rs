@@ -284,7 +284,10 @@ mod tests {
         // Fired but not yet finished: still stored, so a crash re-fires it.
         let third = ActorContext::for_test_sharing(&ctx, 3);
         load(&third).await.unwrap();
-        assert_eq!(third.schedule().list().iter().map(|e| e.id.clone()).collect::<Vec<_>>(), std::slice::from_ref(&early));
+        assert_eq!(
+            third.schedule().list().iter().map(|e| e.id.clone()).collect::<Vec<_>>(),
+            std::slice::from_ref(&early)
+        );
         forget(&ctx, &early).await.unwrap();
         let fourth = ActorContext::for_test_sharing(&ctx, 4);
         load(&fourth).await.unwrap();

@@ -470,7 +470,7 @@ pub(crate) mod tests {
             assert_eq!(parse_subprotocols(&[&value]).unwrap().0, encoding, "{name}");
         }
         // Split across several header values, whitespace trimmed.
-        assert_eq!(parse_encoding(&["rivet", "  rivet_encoding.bare  x"]).unwrap(), Encoding::Bare);
+        assert_eq!(parse_encoding(&["rivet", "  rivet_encoding.bare  ,x"]).unwrap(), Encoding::Bare);
         // The first one wins.
         assert_eq!(parse_encoding(&["rivet_encoding.cbor,rivet_encoding.bogus"]).unwrap(), Encoding::Cbor);
     }
