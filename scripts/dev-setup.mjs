@@ -1,0 +1,43 @@
+#!/usr/bin/env node
+// The repository's own setup, run by `npm install` in a clone of it (as the
+// `prepare` script): builds the addon (release) and installs the example
+// app's dependencies (examples/rivetkit-app, which uses this checkout).
+//
+// npm never runs `prepare` when the package is installed from the registry:
+// a RivetKit app that depends on rivetkit-native gets the prebuilt binary
+// from its platform package and runs no script of ours. npm does run
+// `prepare` before `npm pack` and `npm publish` (skipped here: a release is
+// packed from binaries built by the release workflow, and the example is no
+// part of the package) and for git dependencies (which then build from
+// source, so they need a Rust toolchain).
+
+import { spawnSync } from "node:child_process";
+import { existsSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const root = join(dirname(fileURLToPath(import.meta.url)), "..");
+const command = process.env.npm_command;
+
+if (command === "pack" || command === "publish") {
+	console.error(`rivetkit-native: prepare does nothing for npm ${command}`);
+	process.exit(0);
+}
+
+function run(file, args, what) {
+	const res = spawnSync(file, args, { cwd: root, stdio: "inherit", shell: process.platform === "win32" });
+	if (res.status !== 0) {
+		console.error(`rivetkit-native: ${what} failed`);
+		process.exit(res.status ?? 1);
+	}
+}
+
+run(process.execPath, [join(root, "scripts/build.mjs"), "--release"], "the addon build");
+
+const example = join(root, "examples/rivetkit-app");
+if (existsSync(join(example, "package.json"))) {
+	const npm = process.env.npm_execpath;
+	const npmArgs = ["install", "--prefix", example, "--no-audit", "--no-fund", "--ignore-scripts"];
+	if (npm && npm.endsWith(".js")) run(process.execPath, [npm, ...npmArgs], "the example app's npm install");
+	else run("npm", npmArgs, "the example app's npm install");
+}
