@@ -208,7 +208,12 @@ export declare class ConnHandle {
 
 export declare class CoreRegistry {
   constructor()
-  /** Registers (or replaces) an actor type. Only before `serve()`. */
+  /**
+   * Registers (or replaces) an actor type. Only before `serve()`.
+   * Throws `napi.invalid_argument` for a name that is not a non-empty
+   * string or a factory that is not a `NapiActorFactory`, and
+   * `napi.invalid_state` after `serve()` or `shutdown()`.
+   */
   register(name: string, factory: NapiActorFactory): void
   /**
    * Connects to the engine and serves until `shutdown()`; resolves when
@@ -218,12 +223,18 @@ export declare class CoreRegistry {
   serve(config?: JsServeConfig | undefined | null): Promise<void>
   /**
    * Resolves once the engine accepted this host; rejects if serving
-   * failed or the registry shut down first.
+   * failed or the registry shut down first. Call it after `serve()`:
+   * before, it rejects at once with `napi.invalid_state` (nothing would
+   * ever settle it otherwise); after `shutdown()` it rejects with
+   * `registry.shut_down`.
    */
   waitReady(): Promise<void>
   /**
    * Trips shutdown. Idempotent; never waits for `serve()` (await that
-   * promise separately to know when the drain is done).
+   * promise separately to know when the drain is done). Before
+   * `serve()` it resolves at once and ends the registry: `serve()` then
+   * throws `napi.invalid_state` and `waitReady()` rejects with
+   * `registry.shut_down`.
    */
   shutdown(): Promise<void>
   /** The engine's actor stop threshold in ms, or `null` before it is known. */

@@ -28,8 +28,9 @@ after(() => {
 	rmSync(storage, { recursive: true, force: true });
 });
 
-async function runExample(label) {
+async function runExample(label, cwd = process.cwd()) {
 	const child = spawn(process.execPath, [example], {
+		cwd,
 		env: { ...process.env, RIVET_ENDPOINT: endpoint, RIVETKIT_STORAGE_PATH: storage, RIVET_LOG_LEVEL: "info" },
 		stdio: ["ignore", "pipe", "pipe"],
 	});
@@ -60,8 +61,16 @@ async function runExample(label) {
 
 test("npm start: embedded engine, a working curl line, and a clean Ctrl-C", async () => {
 	endpoint = `http://127.0.0.1:${(await findFreePorts()).guard}`;
-	const first = await runExample("first run");
+	// Started from an unrelated directory: the engine binary is found from
+	// the addon's own location, not the current directory.
+	const first = await runExample("first run", tmpdir());
 	assert.match(first, /Rivet Engine started|starting Rivet Engine/i, "the first run starts an engine with visible progress");
+	const pid = first.match(/Rivet Engine started.*pid=(\d+)/)?.[1];
+	assert.ok(pid, first);
+	const leftRunning = [...first.matchAll(/keeps running.*stop it with `kill (\d+)`/g)];
+	assert.equal(leftRunning.length, 1, `said once that the engine keeps running:\n${first}`);
+	assert.equal(leftRunning[0][1], pid);
 	const second = await runExample("second run");
 	assert.match(second, /already running/i, "the second run reuses the engine");
+	assert.doesNotMatch(second, /keeps running/, "an engine we did not start is not ours to announce");
 });

@@ -350,6 +350,15 @@ describe("RivetKit example app on rivetkit-native", () => {
 		};
 		await assert.rejects(jobs.enqueue({ task: "resize" }), isUnsupported);
 		assert.equal(await jobs.ping(), "pong (0 submitted)", "the actor keeps serving");
+		// `c.cron.every` reaches a native method RivetKit calls without
+		// decoding its error: the client still gets exactly our error, public.
+		await assert.rejects(jobs.every(), (err) => {
+			assert.equal(err.group, "rivetkit-native");
+			assert.equal(err.code, "unsupported");
+			assert.match(err.message, /Schedule\.cronEvery is not supported/);
+			assert.deepEqual(err.metadata, { feature: "Schedule.cronEvery" });
+			return true;
+		});
 
 		const conn = jobs.connect();
 		try {

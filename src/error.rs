@@ -259,13 +259,37 @@ pub fn from_js_reason(callback: &str, reason: &str) -> anyhow::Error {
 
 /// Parses the structured error after [`BRIDGE_PREFIX`], if the message has
 /// one with a valid JSON object (text after the JSON is ignored).
+///
+/// An error of ours that RivetKit's TypeScript runtime re-wraps without
+/// decoding it (it does so for a native method it calls directly, such as
+/// `schedule().cronEvery` behind `c.cron.every`) arrives as a payload whose
+/// `code` is our qualified `err.code` (`rivetkit-native.unsupported`), whose
+/// `message` is our own bridged message and which is not public. The
+/// innermost payload is the real error, so it wins; a `code` that repeats
+/// its group (`group.code`) is reduced to the bare code.
 pub fn parse_bridged(reason: &str) -> Option<BridgedError> {
+    let outer = parse_one_bridged(reason)?;
+    match parse_bridged(&outer.error.message) {
+        Some(mut inner) => {
+            if inner.error.actor.is_none() {
+                inner.error.actor = outer.error.actor;
+            }
+            Some(inner)
+        }
+        None => Some(outer),
+    }
+}
+
+fn parse_one_bridged(reason: &str) -> Option<BridgedError> {
     let start = reason.find(BRIDGE_PREFIX)? + BRIDGE_PREFIX.len();
     let value = serde_json::Deserializer::from_str(&reason[start..]).into_iter::<Value>().next()?.ok()?;
     let object = value.as_object()?;
     let text = |key: &str| object.get(key).and_then(Value::as_str).map(str::to_owned);
     let group = text("group")?;
-    let code = text("code")?;
+    let mut code = text("code")?;
+    if let Some(bare) = code.strip_prefix(&format!("{group}.")).filter(|bare| !bare.is_empty()) {
+        code = bare.to_owned();
+    }
     let message = text("message").unwrap_or_else(|| format!("{group}.{code}"));
     let mut error = RivetError::new(group, code, message);
     error.metadata = object.get("metadata").filter(|m| !m.is_null()).cloned();
@@ -326,6 +350,29 @@ mod tests {
         assert_eq!(bridged.error.metadata, Some(json!({"a": 1})));
         assert_eq!(bridged.error.actor.as_ref().unwrap().generation, 2);
         assert_eq!((bridged.public, bridged.status_code), (true, 400));
+    }
+
+    #[test]
+    fn rewrapped_error_of_ours_is_decoded_to_the_original() {
+        // What RivetKit 2.3.19 sends back for `c.cron.every`: our error's
+        // `group`, its qualified `code`, and our bridged message as message.
+        let ours = BridgedError::from_anyhow(&catalog::unsupported("Schedule.cronEvery").into_anyhow());
+        let rewrapped = format!(
+            "Error: {BRIDGE_PREFIX}{}",
+            json!({"group": "rivetkit-native", "code": "rivetkit-native.unsupported",
+                   "message": ours.to_message(), "public": false, "statusCode": 500,
+                   "actor": {"actorId": "a", "generation": 1}})
+        );
+        let bridged = parse_bridged(&rewrapped).unwrap();
+        assert_eq!(bridged.error.qualified_code(), "rivetkit-native.unsupported");
+        assert_eq!(bridged.error.message, "Schedule.cronEvery is not supported by rivetkit-native yet.");
+        assert_eq!(bridged.error.metadata, Some(json!({"feature": "Schedule.cronEvery"})));
+        assert_eq!((bridged.public, bridged.status_code), (true, 400));
+        assert_eq!(bridged.error.actor.unwrap().actor_id, "a");
+
+        // A qualified code alone is reduced to the bare one.
+        let reason = format!("{BRIDGE_PREFIX}{}", json!({"group": "kv", "code": "kv.key_too_large", "message": "m"}));
+        assert_eq!(parse_bridged(&reason).unwrap().error.qualified_code(), "kv.key_too_large");
     }
 
     #[test]

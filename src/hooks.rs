@@ -173,13 +173,22 @@ fn invalid_argument(message: String) -> napi::Error {
     napi::Error::new(napi::Status::InvalidArg, message)
 }
 
-/// The callback `callbacks[name]`, named after its property in errors.
+/// The callback `callbacks[name]`, named after its property in errors:
+/// `undefined`/`null` is no hook, anything else must be a function (a
+/// `onWake: 42` is a mistake to report, not a hook to drop silently).
 fn hook<A, R>(callbacks: &Object<'_>, name: &'static str) -> napi::Result<Option<JsCallback<A, R>>>
 where
     A: napi::bindgen_prelude::JsValuesTupleIntoVec + Send + 'static,
     R: FromNapiValue + Send + 'static,
 {
-    JsCallback::from_property(name, callbacks, name)
+    let value: Unknown<'_> = callbacks.get_named_property(name)?;
+    match value.get_type()? {
+        ValueType::Undefined | ValueType::Null | ValueType::Function => JsCallback::from_unknown(name, value),
+        _ => Err(invalid_argument(format!(
+            "`callbacks.{name}` must be a function, got {}",
+            crate::types::args::type_name(&value)
+        ))),
+    }
 }
 
 /// `callbacks.actions`: `{[name]: fn}`; every entry must be a function.
@@ -188,7 +197,12 @@ fn read_actions(callbacks: &Object<'_>) -> napi::Result<HashMap<String, JsCallba
     match value.get_type()? {
         ValueType::Undefined | ValueType::Null => return Ok(HashMap::new()),
         ValueType::Object => {}
-        other => return Err(invalid_argument(format!("`actions` must be an object of functions, got {other}"))),
+        _ => {
+            return Err(invalid_argument(format!(
+                "`callbacks.actions` must be an object of functions, got {}",
+                crate::types::args::type_name(&value)
+            )))
+        }
     }
     let actions: Object<'_> = unsafe { value.cast()? };
     let mut out = HashMap::new();

@@ -5,6 +5,10 @@
 //!   visible). A value is a level (`trace` … `error`, any case; also the
 //!   pino names `fatal` → `error` and `silent` → `off`) or a full
 //!   `tracing` filter directive such as `info,rivet_envoy_client=debug`.
+//! - `RIVET_LOG_LEVEL` and `LOG_LEVEL` name levels: a word there that is no
+//!   level (`wran`) would be a `tracing` *target* directive, which silences
+//!   every log line; it is refused instead, with a warning on stderr naming
+//!   it and the valid levels, and `info` is used.
 //! - Format: `RUST_LOG_FORMAT=json` writes JSON lines; anything else writes
 //!   compact text (colours only when stderr is a terminal).
 
@@ -23,23 +27,60 @@ static INIT: Once = Once::new();
 pub fn init() {
     INIT.call_once(|| {
         let (source, raw) = filter_setting(|name| std::env::var(name).ok());
-        let (filter, rejected) = match EnvFilter::try_new(normalize(&raw)) {
-            Ok(filter) => (filter, None),
-            Err(err) => (EnvFilter::new(DEFAULT_FILTER), Some(err)),
+        let checked = match source {
+            Some(var) => check_levels(var, &raw),
+            None => Ok(()),
         };
+        let (filter, rejected) =
+            match checked.and_then(|()| EnvFilter::try_new(normalize(&raw)).map_err(|e| e.to_string())) {
+                Ok(filter) => (filter, None),
+                Err(err) => (EnvFilter::new(normalize(DEFAULT_FILTER)), Some(err)),
+            };
         let json = std::env::var("RUST_LOG_FORMAT").is_ok_and(|f| f.eq_ignore_ascii_case("json"));
         let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
         // Another subscriber of this library's `tracing` copy can only be
         // ours: ignore "already set".
-        let _ = if json {
+        let installed = if json {
             builder.json().flatten_event(true).with_current_span(false).try_init()
         } else {
             builder.compact().with_ansi(std::io::stderr().is_terminal()).try_init()
-        };
+        }
+        .is_ok();
         if let (Some(err), Some(source)) = (rejected, source) {
-            tracing::warn!(variable = source, value = raw, %err, "invalid log filter; using `{DEFAULT_FILTER}`");
+            if installed {
+                tracing::warn!(variable = source, value = raw, %err, "invalid log filter; using `{DEFAULT_FILTER}`");
+            } else {
+                // Another subscriber owns `tracing`: a typo in the log
+                // level is still never silent.
+                eprintln!("rivetkit-native: {source}={raw:?} is invalid ({err}); using `{DEFAULT_FILTER}`");
+            }
         }
     });
+}
+
+/// The level names a level variable accepts.
+const LEVELS: &str = "trace, debug, info, warn, error, fatal, silent, off";
+
+/// In `RIVET_LOG_LEVEL`/`LOG_LEVEL`, every bare word (a part without `=`,
+/// `[`, `{` or `::`) must be a level; `RUST_LOG` keeps `tracing`'s meaning
+/// (a bare word there is a target).
+fn check_levels(source: &str, raw: &str) -> Result<(), String> {
+    if source == "RUST_LOG" {
+        return Ok(());
+    }
+    for part in raw.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        if part.contains(['=', '[', '{']) || part.contains("::") {
+            continue;
+        }
+        let known = matches!(
+            part.to_ascii_lowercase().as_str(),
+            "trace" | "debug" | "info" | "warn" | "error" | "fatal" | "silent" | "off"
+        );
+        if !known {
+            return Err(format!("unknown log level `{part}`; valid levels: {LEVELS} (or a filter such as `info,rivet_envoy_client=debug`)"));
+        }
+    }
+    Ok(())
 }
 
 /// The filter text and the variable it came from (`None`: the default).
@@ -83,6 +124,18 @@ mod tests {
             (Some("RIVET_LOG_LEVEL"), "trace".into())
         );
         assert_eq!(setting(&[("RIVET_LOG_LEVEL", " "), ("LOG_LEVEL", "error")]).1, "error");
+    }
+
+    #[test]
+    fn unknown_levels_are_refused_by_name() {
+        let err = check_levels("RIVET_LOG_LEVEL", "wran").unwrap_err();
+        assert!(err.contains("`wran`") && err.contains(LEVELS), "{err}");
+        assert!(check_levels("LOG_LEVEL", "info,wran").is_err());
+        for ok in ["info", "WARN", "fatal", "silent", "debug,rivet_envoy_client=info", "info,a::b"] {
+            assert_eq!(check_levels("RIVET_LOG_LEVEL", ok), Ok(()), "{ok}");
+        }
+        // RUST_LOG keeps tracing's syntax: a bare word is a target.
+        assert_eq!(check_levels("RUST_LOG", "my_crate"), Ok(()));
     }
 
     #[test]

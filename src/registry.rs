@@ -17,9 +17,24 @@ use rivetkit_native_core::registry::{CoreRegistry as Core, EngineSpawnMode, Serv
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::error::{spawn_promise, to_js_error};
+use napi::bindgen_prelude::{ClassInstance, Unknown};
+use rivetkit_native_core::actor::ActorFactory;
+use rivetkit_native_core::error::validate::invalid;
+
+use crate::error::{spawn_promise, throw, to_js_error};
 use crate::factory::NapiActorFactory;
-use crate::types::JsRegistryRouteResponse;
+use crate::types::{args, JsRegistryRouteResponse};
+
+/// The factory inside `value`, if it is a `NapiActorFactory` instance.
+fn factory_of(value: &Unknown<'_>) -> Option<ActorFactory> {
+    if value.get_type().ok() != Some(napi::ValueType::Object) {
+        return None;
+    }
+    // SAFETY: `value` is a live handle of the current scope; the class
+    // check (napi_unwrap with our type tag) refuses any other object.
+    let instance = unsafe { value.cast::<ClassInstance<NapiActorFactory>>() }.ok()?;
+    Some(instance.inner.clone())
+}
 
 /// Serve configuration. Every field is optional for direct use; omitted
 /// fields come from the environment (`RIVET_ENDPOINT`, `RIVET_POOL_NAME`,
@@ -162,12 +177,23 @@ impl CoreRegistry {
     }
 
     /// Registers (or replaces) an actor type. Only before `serve()`.
-    #[napi]
-    pub fn register(&self, env: &Env, name: String, factory: &NapiActorFactory) -> napi::Result<()> {
+    /// Throws `napi.invalid_argument` for a name that is not a non-empty
+    /// string or a factory that is not a `NapiActorFactory`, and
+    /// `napi.invalid_state` after `serve()` or `shutdown()`.
+    #[napi(ts_args_type = "name: string, factory: NapiActorFactory")]
+    pub fn register(&self, env: &Env, name: Unknown<'_>, factory: Unknown<'_>) -> napi::Result<()> {
+        let name = args::string("name", name).map_err(|e| throw(env, e))?;
+        if name.is_empty() {
+            return Err(throw(env, invalid("name", "an actor name must not be empty")));
+        }
+        let factory = factory_of(&factory).ok_or_else(|| {
+            let got = args::type_name(&factory);
+            throw(env, invalid("factory", format!("expected a NapiActorFactory, got {got}")))
+        })?;
         let mut slot = self.slot.lock().unwrap_or_else(|p| p.into_inner());
         match &mut *slot {
             Slot::Registering(core) => {
-                core.register(name, factory.inner.clone());
+                core.register(name, factory);
                 Ok(())
             }
             Slot::Taken => {
@@ -226,9 +252,19 @@ impl CoreRegistry {
     }
 
     /// Resolves once the engine accepted this host; rejects if serving
-    /// failed or the registry shut down first.
+    /// failed or the registry shut down first. Call it after `serve()`:
+    /// before, it rejects at once with `napi.invalid_state` (nothing would
+    /// ever settle it otherwise); after `shutdown()` it rejects with
+    /// `registry.shut_down`.
     #[napi(ts_return_type = "Promise<void>")]
     pub fn wait_ready<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
+        let never_served = matches!(*self.slot.lock().unwrap_or_else(|p| p.into_inner()), Slot::Registering(_));
+        if never_served {
+            return spawn_promise(env, async {
+                Err(catalog::invalid_state("waitReady() before serve(): call serve() first, then waitReady()")
+                    .into_anyhow())
+            });
+        }
         let mut rx = self.phase.subscribe();
         spawn_promise(env, async move {
             let phase = rx
@@ -245,7 +281,10 @@ impl CoreRegistry {
     }
 
     /// Trips shutdown. Idempotent; never waits for `serve()` (await that
-    /// promise separately to know when the drain is done).
+    /// promise separately to know when the drain is done). Before
+    /// `serve()` it resolves at once and ends the registry: `serve()` then
+    /// throws `napi.invalid_state` and `waitReady()` rejects with
+    /// `registry.shut_down`.
     #[napi(ts_return_type = "Promise<void>")]
     pub fn shutdown<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
         if !self.shutdown.is_cancelled() {

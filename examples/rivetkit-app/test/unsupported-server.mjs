@@ -1,6 +1,6 @@
 // Test fixture (not part of the example): the app's actors plus `jobs`,
 // which uses a RivetKit feature that rivetkit-native has not built yet
-// (queues). Lives inside the example so that "rivetkit" resolves from the
+// (queues, cron). Lives inside the example so that "rivetkit" resolves from the
 // example's own node_modules, like the app's modules do.
 //
 //   node test/unsupported-server.mjs
@@ -16,6 +16,10 @@ const jobs = actor({
 		enqueue: async (c, job) => {
 			await c.queue.send("jobs", job);
 			c.state.submitted += 1;
+		},
+		// `c.cron.every` fails with `rivetkit-native.unsupported` too.
+		every: async (c) => {
+			await c.cron.every({ name: "tick", interval: 60_000, action: "ping" });
 		},
 		ping: (c) => `pong (${c.state.submitted} submitted)`,
 	},

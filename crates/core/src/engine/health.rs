@@ -38,32 +38,62 @@ pub fn health_url(endpoint: &str) -> Result<Url> {
     Url::parse(&raw).map_err(|e| super::invalid_endpoint(endpoint, &e.to_string()))
 }
 
-/// `Ok(Some)` = a healthy engine to reuse; `Ok(None)` = nothing usable
-/// answered (refused, timeout, non-2xx); `Err(engine.port_occupied)` = a
-/// 2xx from something that is not an engine.
+/// `Ok(Some)` = a healthy engine to reuse; `Ok(None)` = nothing accepted
+/// the connection (refused, no route), or an engine answered that it is
+/// not ready: spawn one (or wait for it); `Err(engine.port_occupied)` =
+/// something that is not an engine holds the port (any answer that is not
+/// an engine's, a connection closed without an answer, or no answer within
+/// [`PROBE_TIMEOUT`]): a spawned engine could not bind there, so we say
+/// what answered at once instead of spawning and timing out.
 pub async fn probe_engine(endpoint: &str) -> Result<Option<EngineHealth>> {
     let url = health_url(endpoint)?;
-    let Ok(response) = http::get(&url, None, PROBE_TIMEOUT).await else {
-        return Ok(None);
+    let response = match http::get(&url, None, PROBE_TIMEOUT).await {
+        Ok(response) => response,
+        Err(err) if http::is_connect_error(&err) => return Ok(None),
+        Err(err) => {
+            let cause = format!("{:#}", err.root_cause());
+            let what = format!("it accepted the connection but gave no HTTP answer to GET /health ({cause})");
+            return Err(port_occupied(endpoint, "unknown", &what));
+        }
     };
-    if !response.is_success() {
-        return Ok(None);
+    let health = response.json::<EngineHealth>().ok();
+    let runtime = health.as_ref().and_then(|h| h.runtime.clone());
+    match (response.is_success(), runtime.as_deref()) {
+        (true, Some("engine")) => Ok(health),
+        // An engine that is there but not healthy yet: not "occupied".
+        (false, Some("engine")) => Ok(None),
+        (_, runtime) => {
+            let body = clip(&response.text());
+            let what = match runtime {
+                Some(runtime) => format!("GET /health answered HTTP {} with runtime '{runtime}'", response.status),
+                None if body.is_empty() => format!("GET /health answered HTTP {} with an empty body", response.status),
+                None => format!("GET /health answered HTTP {}: {body}", response.status),
+            };
+            Err(port_occupied(endpoint, runtime.unwrap_or("unknown"), &what))
+        }
     }
-    let runtime = match response.json::<EngineHealth>() {
-        Ok(health) if health.runtime.as_deref() == Some("engine") => return Ok(Some(health)),
-        Ok(health) => health.runtime.unwrap_or_else(|| "unknown".to_owned()),
-        Err(_) => "unknown (its /health answer is not JSON)".to_owned(),
-    };
-    Err(RivetError::new(
+}
+
+fn port_occupied(endpoint: &str, runtime: &str, what: &str) -> anyhow::Error {
+    RivetError::new(
         "engine",
         "port_occupied",
         format!(
-            "Cannot start engine: endpoint '{endpoint}' is already serving runtime '{runtime}'. \
-             Stop that process and retry, or use another port."
+            "Cannot start the Rivet Engine at '{endpoint}': something that is not a Rivet Engine holds \
+             that port ({what}). Stop that process and retry, or use another port."
         ),
     )
-    .with_metadata(json!({ "endpoint": endpoint, "runtime": runtime }))
-    .into_anyhow())
+    .with_metadata(json!({ "endpoint": endpoint, "runtime": runtime, "answer": what }))
+    .into_anyhow()
+}
+
+/// The first 200 characters of an answer, on one line.
+fn clip(text: &str) -> String {
+    let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    match line.char_indices().nth(200) {
+        Some((cut, _)) => format!("{}...", &line[..cut]),
+        None => line,
+    }
 }
 
 /// How a wait for a freshly spawned engine ended.
@@ -151,6 +181,7 @@ mod tests {
         .await;
         let health = probe_engine(&server.url).await.unwrap().unwrap();
         assert_eq!(health.version.as_deref(), Some("2.3.19"));
+        // An engine that is not ready yet is not "occupied".
         assert_eq!(probe_engine(&server.url).await.unwrap(), None);
         let err = probe_engine(&server.url).await.unwrap_err();
         assert_eq!(code(&err), "engine.port_occupied");
@@ -158,6 +189,32 @@ mod tests {
         let err = probe_engine(&format!("{}/", server.url)).await.unwrap_err();
         assert_eq!(code(&err), "engine.port_occupied");
         assert_eq!(server.requests()[3].target, "/health");
+    }
+
+    #[tokio::test]
+    async fn probe_says_what_holds_the_port() {
+        let server =
+            FakeServer::start(|_, _| "HTTP/1.1 404 Not Found\r\nContent-Length: 9\r\n\r\nNot Found".to_owned()).await;
+        let err = probe_engine(&server.url).await.unwrap_err();
+        assert_eq!(code(&err), "engine.port_occupied");
+        let message = RivetError::extract(&err).message;
+        assert!(message.contains("HTTP 404: Not Found"), "{message}");
+        assert!(message.contains(&server.url), "{message}");
+
+        // A TCP listener that closes every connection without answering.
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                drop(stream);
+            }
+        });
+        let started = std::time::Instant::now();
+        let err = probe_engine(&format!("http://{addr}")).await.unwrap_err();
+        assert_eq!(code(&err), "engine.port_occupied");
+        let message = RivetError::extract(&err).message;
+        assert!(message.contains("accepted the connection but gave no HTTP answer"), "{message}");
+        assert!(started.elapsed() < PROBE_TIMEOUT * 2);
     }
 
     #[tokio::test]

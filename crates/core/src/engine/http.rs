@@ -73,13 +73,37 @@ pub async fn request(
             redact(url)
         );
     }
-    tokio::time::timeout(timeout, exchange(method, url, bearer, json_body))
+    let started = tokio::time::Instant::now();
+    let redacted = redact(url);
+    let stream = tokio::time::timeout(timeout, connect(url))
         .await
-        .map_err(|_| anyhow!("{method} {}: timed out after {} ms", redact(url), timeout.as_millis()))?
-        .with_context(|| format!("{method} {}", redact(url)))
+        .map_err(|_| anyhow!("timed out after {} ms", timeout.as_millis()))
+        .and_then(|connected| connected)
+        .map_err(|e| e.context(ConnectFailed).context(format!("{method} {redacted}")))?;
+    let remaining = timeout.saturating_sub(started.elapsed());
+    tokio::time::timeout(remaining, exchange(stream, method, url, bearer, json_body))
+        .await
+        .map_err(|_| anyhow!("{method} {redacted}: timed out after {} ms", timeout.as_millis()))?
+        .with_context(|| format!("{method} {redacted}"))
 }
 
-async fn exchange(method: &str, url: &Url, bearer: Option<&str>, json_body: Option<&[u8]>) -> Result<Response> {
+/// Marks an error of [`request`] that happened before a connection was
+/// made (DNS, refused, unreachable, connect timeout): nothing answered.
+#[derive(Debug, Clone, Copy)]
+pub struct ConnectFailed;
+
+impl std::fmt::Display for ConnectFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("connect")
+    }
+}
+
+/// Whether `err` (from [`request`]) failed before anything accepted the connection.
+pub fn is_connect_error(err: &anyhow::Error) -> bool {
+    err.downcast_ref::<ConnectFailed>().is_some()
+}
+
+async fn connect(url: &Url) -> Result<TcpStream> {
     let port = url.port_or_known_default().unwrap_or(80);
     // A wildcard address means "this machine" when we are the client.
     let stream = match url.host() {
@@ -89,10 +113,18 @@ async fn exchange(method: &str, url: &Url, bearer: Option<&str>, json_body: Opti
         Some(Host::Ipv6(ip)) if ip.is_unspecified() => TcpStream::connect((std::net::Ipv6Addr::LOCALHOST, port)).await,
         Some(Host::Ipv6(ip)) => TcpStream::connect((ip, port)).await,
         None => bail!("URL has no host"),
-    }
-    .context("connect")?;
+    }?;
     let _ = stream.set_nodelay(true);
+    Ok(stream)
+}
 
+async fn exchange(
+    stream: TcpStream,
+    method: &str,
+    url: &Url,
+    bearer: Option<&str>,
+    json_body: Option<&[u8]>,
+) -> Result<Response> {
     let mut stream = BufReader::new(stream);
     let head = request_head(method, url, bearer, json_body.map(<[u8]>::len));
     stream.get_mut().write_all(head.as_bytes()).await.context("send request")?;

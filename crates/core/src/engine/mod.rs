@@ -82,11 +82,45 @@ pub async fn ensure_engine_with(config: &EngineOptions, env: Env<'_>) -> Result<
         );
         return Ok(EngineStatus::Reused);
     }
+    // Nothing answers at the endpoint: an engine is about to be started
+    // there, so its port must be the endpoint's.
+    plan::check_engine_port(config)?;
     let binary = match explicit {
         Some(path) => path,
         None => resolve::find_npm_binary(&resolve::search_roots())?,
     };
     spawn::spawn_engine(config, &binary, env).await
+}
+
+/// Bound of each step of [`diagnose_reachability`].
+pub const DIAGNOSIS_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// Why nothing at `endpoint` can answer, if that is the case: the DNS
+/// lookup of its host failed, or the TCP connection was refused or not
+/// answered. `None` when a connection could be made (the cause is then
+/// elsewhere: auth, namespace, pool) or the endpoint is not a URL.
+pub async fn diagnose_reachability(endpoint: &str) -> Option<String> {
+    let url = url::Url::parse(endpoint).ok()?;
+    let port = url.port_or_known_default()?;
+    let host = match url.host()? {
+        url::Host::Domain(name) => name.to_owned(),
+        url::Host::Ipv4(ip) => ip.to_string(),
+        url::Host::Ipv6(ip) => ip.to_string(),
+    };
+    let addrs: Vec<std::net::SocketAddr> =
+        match tokio::time::timeout(DIAGNOSIS_TIMEOUT, tokio::net::lookup_host((host.as_str(), port))).await {
+            Err(_) => return Some(format!("the DNS lookup of '{host}' got no answer within {DIAGNOSIS_TIMEOUT:?}")),
+            Ok(Err(err)) => return Some(format!("the DNS lookup of '{host}' failed: {err}")),
+            Ok(Ok(addrs)) => addrs.collect(),
+        };
+    let Some(addr) = addrs.first().copied() else {
+        return Some(format!("the DNS lookup of '{host}' returned no address"));
+    };
+    match tokio::time::timeout(DIAGNOSIS_TIMEOUT, tokio::net::TcpStream::connect(addr)).await {
+        Err(_) => Some(format!("connecting to {addr} got no answer within {DIAGNOSIS_TIMEOUT:?}")),
+        Ok(Err(err)) => Some(format!("connecting to {addr} failed: {err}")),
+        Ok(Ok(_)) => None,
+    }
 }
 
 pub(crate) fn process_env(name: &str) -> Option<String> {
@@ -115,6 +149,18 @@ mod tests {
         let config = EngineOptions::default();
         assert_send(&ensure_engine(&config));
         assert_send(&ensure_runner_config(&config));
+    }
+
+    #[tokio::test]
+    async fn diagnosis_names_the_cause() {
+        let cause = diagnose_reachability("http://no-such-host.invalid:6420").await.unwrap();
+        assert!(cause.contains("DNS lookup of 'no-such-host.invalid' failed"), "{cause}");
+        let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+        let cause = diagnose_reachability(&format!("http://{free}")).await.unwrap();
+        assert!(cause.contains(&format!("connecting to {free} failed")) && cause.contains("refused"), "{cause}");
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let open = listener.local_addr().unwrap();
+        assert_eq!(diagnose_reachability(&format!("http://{open}")).await, None);
     }
 
     #[tokio::test]

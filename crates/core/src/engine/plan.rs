@@ -41,6 +41,7 @@ pub fn plan(config: &EngineOptions) -> Result<EnginePlan> {
     let url = Url::parse(endpoint).map_err(|e| invalid_endpoint(endpoint, &e.to_string()))?;
     let host = url.host().ok_or_else(|| invalid_endpoint(endpoint, "missing host"))?;
     let port = url.port_or_known_default().ok_or_else(|| invalid_endpoint(endpoint, "missing port"))?;
+    check_engine_port(config)?;
     let guard_port = config.engine_port.unwrap_or(port);
     let too_large = || invalid_endpoint(endpoint, "port is too large (the engine also uses port+1 and port+10)");
     let api_peer_port = guard_port.checked_add(1).ok_or_else(too_large)?;
@@ -65,6 +66,34 @@ pub fn plan(config: &EngineOptions) -> Result<EnginePlan> {
         peer_url: format!("http://{}:{api_peer_port}", url_host(reachable(bind_ip))),
         admin_token: config.token.clone(),
     })
+}
+
+/// An engine we start listens on `engine_port`, but we reach it (health,
+/// runner config, envoy) at the endpoint: when the two disagree, a spawned
+/// engine could never be reached, so that is a configuration error naming
+/// both rather than a health check that times out. RivetKit passes
+/// `enginePort` (default 6420, `RIVET_RUN_ENGINE_PORT`) with every
+/// endpoint, so this is only checked when an engine is about to be started.
+pub fn check_engine_port(config: &EngineOptions) -> Result<()> {
+    let endpoint = config.endpoint.as_str();
+    let url = Url::parse(endpoint).map_err(|e| invalid_endpoint(endpoint, &e.to_string()))?;
+    let (Some(engine_port), Some(port)) = (config.engine_port, url.port_or_known_default()) else {
+        return Ok(());
+    };
+    if engine_port == port {
+        return Ok(());
+    }
+    Err(crate::error::RivetError::new(
+        "config",
+        "invalid",
+        format!(
+            "enginePort ({engine_port}) and the port of the endpoint '{endpoint}' ({port}) disagree: an engine \
+             started on port {engine_port} could not be reached at the endpoint. Set enginePort \
+             (RIVET_RUN_ENGINE_PORT) to {port}, or use an endpoint on port {engine_port}."
+        ),
+    )
+    .with_metadata(json!({ "enginePort": engine_port, "endpoint": endpoint, "endpointPort": port }))
+    .into_anyhow())
 }
 
 /// The engine parses its bind hosts as IPs, so `localhost` must be mapped
@@ -245,13 +274,26 @@ mod tests {
         let overridden = EngineOptions {
             engine_host: Some("0.0.0.0".into()),
             engine_port: Some(9000),
-            ..cfg("http://127.0.0.1:6420")
+            ..cfg("http://127.0.0.1:9000")
         };
         let p = plan(&overridden).unwrap();
         assert_eq!(
             (p.bind_host.as_str(), p.guard_port, p.public_url.as_str()),
             ("0.0.0.0", 9000, "http://127.0.0.1:9000")
         );
+    }
+
+    #[test]
+    fn engine_port_and_endpoint_port_must_agree() {
+        let mismatch = EngineOptions { engine_port: Some(6420), ..cfg("http://127.0.0.1:7000") };
+        let err = plan(&mismatch).unwrap_err();
+        assert_eq!(code(&err), "config.invalid");
+        let message = err.to_string();
+        assert!(message.contains("6420") && message.contains("7000"), "{message}");
+        assert!(check_engine_port(&EngineOptions { engine_port: Some(7000), ..cfg("http://127.0.0.1:7000") }).is_ok());
+        assert!(check_engine_port(&cfg("http://127.0.0.1:7000")).is_ok());
+        // http's default port counts as the endpoint's port.
+        assert!(check_engine_port(&EngineOptions { engine_port: Some(80), ..cfg("http://localhost") }).is_ok());
     }
 
     #[test]

@@ -10,10 +10,19 @@
 //!    via `from_env`);
 //! 2. env `RIVET_ENGINE_BINARY_PATH`, then `RIVET_ENGINE_BINARY` (the npm
 //!    package's own override);
-//! 3. `node_modules` in every ancestor of the current directory, then of the
-//!    executable's directory: first `@rivetkit/engine-cli/rivet-engine` (a
-//!    dev binary next to the meta package, which `getEnginePath()` prefers
-//!    too), then `@rivetkit/engine-cli-<platform>/rivet-engine`.
+//! 3. `node_modules` in every ancestor of the directory of the addon itself
+//!    (the `.node` file this code is linked into, found with `dladdr` /
+//!    `GetModuleHandleExW`), as Node resolves a package from the addon's
+//!    location, then of the current directory, then of the executable's
+//!    directory. In each: first `@rivetkit/engine-cli/rivet-engine` (a dev
+//!    binary next to the meta package, which `getEnginePath()` prefers too),
+//!    then `@rivetkit/engine-cli-<platform>/rivet-engine`, then the platform
+//!    package nested under the meta package (where npm puts it when the
+//!    top level holds another version).
+//!
+//! Why the addon's location first: `cd /tmp && node /app/main.mjs` must find
+//! the engine installed next to the app, like `require()` from the addon
+//! would; the current directory is only a last resort.
 //!
 //! An explicit path (1, 2) that does not exist is an error even if a binary
 //! could be found elsewhere: the user asked for that file.
@@ -83,14 +92,21 @@ pub fn resolve_engine_binary(config: &EngineOptions) -> Result<PathBuf> {
     }
 }
 
-/// Ancestors of the current directory, then of the executable's directory.
+/// Ancestors of the addon's directory, then of the current directory, then
+/// of the executable's directory.
 pub fn search_roots() -> Vec<PathBuf> {
-    let mut roots: Vec<PathBuf> = Vec::new();
     let starts = [
+        module_path().and_then(|file| file.parent().map(Path::to_path_buf)),
         std::env::current_dir().ok(),
         std::env::current_exe().ok().and_then(|exe| exe.parent().map(Path::to_path_buf)),
     ];
-    for start in starts.into_iter().flatten() {
+    roots_from(starts.into_iter().flatten())
+}
+
+/// Every ancestor of each start directory, in order, without repeats.
+pub fn roots_from(starts: impl IntoIterator<Item = PathBuf>) -> Vec<PathBuf> {
+    let mut roots: Vec<PathBuf> = Vec::new();
+    for start in starts {
         for dir in start.ancestors() {
             if !roots.iter().any(|r| r == dir) {
                 roots.push(dir.to_path_buf());
@@ -98,6 +114,64 @@ pub fn search_roots() -> Vec<PathBuf> {
         }
     }
     roots
+}
+
+/// The file this code was loaded from: the addon's `.node` file in Node (a
+/// test executable under `cargo test`). `None` if the OS does not say.
+pub fn module_path() -> Option<PathBuf> {
+    let path = module_path_of(module_path as *const () as usize)?;
+    // A relative name (dlopen of a relative path) is relative to the
+    // directory the process started in; `canonicalize` resolves it and any
+    // symlink (npm links `file:` dependencies), like Node's own resolution.
+    std::fs::canonicalize(&path).ok().or(Some(path))
+}
+
+#[cfg(unix)]
+fn module_path_of(address: usize) -> Option<PathBuf> {
+    use std::ffi::CStr;
+    use std::os::unix::ffi::OsStrExt;
+    // SAFETY: `dladdr` only reads the loader's tables; `info` is plain old
+    // data it fills in, and `dli_fname` (when set) points to a
+    // NUL-terminated string owned by the loader that lives as long as the
+    // module, which contains this very function.
+    unsafe {
+        let mut info: libc::Dl_info = std::mem::zeroed();
+        if libc::dladdr(address as *const libc::c_void, &mut info) == 0 || info.dli_fname.is_null() {
+            return None;
+        }
+        let name = CStr::from_ptr(info.dli_fname).to_bytes();
+        (!name.is_empty()).then(|| PathBuf::from(std::ffi::OsStr::from_bytes(name)))
+    }
+}
+
+#[cfg(windows)]
+fn module_path_of(address: usize) -> Option<PathBuf> {
+    use std::ffi::OsString;
+    use std::os::windows::ffi::OsStringExt;
+    const FROM_ADDRESS: u32 = 0x4;
+    const UNCHANGED_REFCOUNT: u32 = 0x2;
+    #[link(name = "kernel32")]
+    extern "system" {
+        fn GetModuleHandleExW(flags: u32, name: *const u16, module: *mut *mut core::ffi::c_void) -> i32;
+        fn GetModuleFileNameW(module: *mut core::ffi::c_void, name: *mut u16, size: u32) -> u32;
+    }
+    // SAFETY: with FROM_ADDRESS the "name" is an address inside the module
+    // (this function's); UNCHANGED_REFCOUNT takes no reference to release.
+    // The buffer is ours and its length is passed.
+    unsafe {
+        let mut module = std::ptr::null_mut();
+        if GetModuleHandleExW(FROM_ADDRESS | UNCHANGED_REFCOUNT, address as *const u16, &mut module) == 0 {
+            return None;
+        }
+        let mut buffer = vec![0u16; 32 * 1024];
+        let len = GetModuleFileNameW(module, buffer.as_mut_ptr(), buffer.len() as u32) as usize;
+        (len > 0 && len < buffer.len()).then(|| PathBuf::from(OsString::from_wide(&buffer[..len])))
+    }
+}
+
+#[cfg(not(any(unix, windows)))]
+fn module_path_of(_address: usize) -> Option<PathBuf> {
+    None
 }
 
 /// Step 3 over `roots`; missing everywhere is `engine.binary_not_found`.
@@ -110,9 +184,10 @@ pub fn find_npm_binary(roots: &[PathBuf]) -> Result<PathBuf> {
             return Ok(dev);
         }
         if let Some(pkg) = platform.and_then(|p| p.strip_prefix("@rivetkit/")) {
-            let candidate = scope.join(pkg).join(binary_name());
-            if candidate.is_file() {
-                return Ok(candidate);
+            let top = scope.join(pkg).join(binary_name());
+            let nested = scope.join("engine-cli/node_modules/@rivetkit").join(pkg).join(binary_name());
+            if let Some(found) = [top, nested].into_iter().find(|c| c.is_file()) {
+                return Ok(found);
             }
         }
     }
@@ -134,8 +209,8 @@ pub fn find_npm_binary(roots: &[PathBuf]) -> Result<PathBuf> {
         "engine",
         "binary_not_found",
         format!(
-            "Rivet Engine binary not found: no node_modules/{platform}/{} above the current \
-             directory. Run `npm install @rivetkit/engine-cli` in your project, or set \
+            "Rivet Engine binary not found: no node_modules/{platform}/{} above this addon's \
+             directory or the current directory. Run `npm install @rivetkit/engine-cli` in your project, or set \
              RIVET_ENGINE_BINARY to the path of a rivet-engine binary.",
             binary_name()
         ),
@@ -203,6 +278,53 @@ mod tests {
         // A dev binary next to the meta package is preferred, like getEnginePath().
         let dev = dir.file(&format!("node_modules/@rivetkit/engine-cli/{}", binary_name()));
         assert_eq!(find_npm_binary(&roots).unwrap(), dev);
+    }
+
+    #[test]
+    fn roots_walk_up_from_the_addon_before_the_current_directory() {
+        let Some(platform) = npm_platform_package() else {
+            return;
+        };
+        // An app installed elsewhere: the addon lives in its node_modules,
+        // the process runs from an unrelated directory.
+        let dir = TestDir::new("addon");
+        let addon_dir = dir.path.join("app/node_modules/rivetkit-native-linux-x64-gnu");
+        let cwd = dir.path.join("elsewhere/work");
+        std::fs::create_dir_all(&addon_dir).unwrap();
+        std::fs::create_dir_all(&cwd).unwrap();
+        let roots = roots_from([addon_dir.clone(), cwd.clone()]);
+        assert_eq!(roots[0], addon_dir);
+        let cwd_at = roots.iter().position(|r| r == &cwd).unwrap();
+        assert!(roots.iter().position(|r| r == &dir.path.join("app")).unwrap() < cwd_at);
+        assert_eq!(roots.iter().filter(|r| **r == dir.path).count(), 1, "no repeats");
+
+        assert_eq!(code(&find_npm_binary(&roots_from([cwd.clone()])).unwrap_err()), "engine.binary_not_found");
+        let bin = dir.file(&format!("app/node_modules/{platform}/{}", binary_name()));
+        assert_eq!(find_npm_binary(&roots).unwrap(), bin);
+        // The cwd's own engine comes second.
+        let other = dir.file(&format!("elsewhere/node_modules/{platform}/{}", binary_name()));
+        assert_eq!(find_npm_binary(&roots).unwrap(), bin);
+        assert_eq!(find_npm_binary(&roots_from([cwd])).unwrap(), other);
+    }
+
+    #[test]
+    fn finds_the_platform_package_nested_under_the_meta_package() {
+        let Some(platform) = npm_platform_package() else {
+            return;
+        };
+        let dir = TestDir::new("nested");
+        let bin = dir.file(&format!("node_modules/@rivetkit/engine-cli/node_modules/{platform}/{}", binary_name()));
+        assert_eq!(find_npm_binary(std::slice::from_ref(&dir.path)).unwrap(), bin);
+    }
+
+    #[test]
+    fn module_path_is_the_file_this_code_runs_from() {
+        // Under `cargo test` that is the test executable itself.
+        let path = module_path().expect("the loader knows this module");
+        assert!(path.is_absolute() && path.is_file(), "{}", path.display());
+        let exe = std::fs::canonicalize(std::env::current_exe().unwrap()).unwrap();
+        assert_eq!(path, exe);
+        assert_eq!(search_roots()[0], path.parent().unwrap());
     }
 
     #[test]

@@ -70,6 +70,10 @@ impl CoreRegistry {
         let metadata = self.actor_metadata();
         let dispatcher = Dispatcher::new(self.into_factories());
 
+        // Said once when this run ends, however it ends: the engine we
+        // started keeps running on purpose, and the user should know how
+        // to stop it.
+        let left_running = LeftRunning::default();
         let setup = async {
             if should_manage_engine(&config.endpoint, config.engine_spawn)? {
                 match engine::ensure_engine(&config.engine_options()).await? {
@@ -77,6 +81,7 @@ impl CoreRegistry {
                         tracing::info!(endpoint = %config.endpoint, "using the Rivet Engine already running")
                     }
                     engine::EngineStatus::Spawned { pid, .. } => {
+                        left_running.set(pid, &config.endpoint);
                         tracing::info!(endpoint = %config.endpoint, pid, "Rivet Engine started")
                     }
                 }
@@ -101,6 +106,33 @@ impl CoreRegistry {
         drain(&config, &envoy, &dispatcher).await;
         Ok(())
     }
+}
+
+/// The engine this run started, announced once when the run ends (drop).
+#[derive(Default)]
+struct LeftRunning(std::sync::Mutex<Option<(u32, String)>>);
+
+impl LeftRunning {
+    fn set(&self, pid: u32, endpoint: &str) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some((pid, endpoint.to_owned()));
+    }
+}
+
+impl Drop for LeftRunning {
+    fn drop(&mut self) {
+        if let Some((pid, endpoint)) = self.0.get_mut().unwrap_or_else(|p| p.into_inner()).take() {
+            tracing::info!(pid, endpoint = %endpoint, "{}", left_running_message(pid, &endpoint));
+        }
+    }
+}
+
+/// What we say about an engine we started and leave running.
+pub fn left_running_message(pid: u32, endpoint: &str) -> String {
+    let stop = if cfg!(windows) { format!("taskkill /PID {pid} /T /F") } else { format!("kill {pid}") };
+    format!(
+        "the Rivet Engine this process started (pid {pid}, {endpoint}) keeps running, and the next start \
+         reuses it; stop it with `{stop}`"
+    )
 }
 
 /// The runner-config wait shares the envoy's connect bound: one setting
@@ -132,14 +164,33 @@ async fn connect_envoy(
         debug_latency_ms: None,
         callbacks: Arc::new(RegistryCallbacks::new(dispatcher.clone())),
     });
-    match tokio::time::timeout(config.envoy_connect_timeout, envoy.started()).await {
+    // The envoy client retries a DNS failure or a refused connection
+    // forever and only logs it: find the cause ourselves, say it at once,
+    // and put it in the error if the engine never accepts us.
+    let endpoint = config.endpoint.clone();
+    let diagnosis = tokio::spawn(async move {
+        let cause = engine::diagnose_reachability(&endpoint).await;
+        if let Some(cause) = &cause {
+            tracing::warn!(endpoint = %endpoint, "cannot reach the Rivet Engine: {cause}");
+        }
+        cause
+    });
+    let started = tokio::time::timeout(config.envoy_connect_timeout, envoy.started()).await;
+    if matches!(started, Ok(Ok(()))) {
+        diagnosis.abort();
+    }
+    match started {
         Ok(Ok(())) => Ok(envoy),
         outcome => {
             envoy.shutdown(true);
-            let reason = match outcome {
+            let mut reason = match outcome {
                 Ok(Err(err)) => format!("{err:#}"),
                 _ => format!("no answer within {} ms", config.envoy_connect_timeout.as_millis()),
             };
+            if let Ok(Ok(Some(cause))) = tokio::time::timeout(engine::DIAGNOSIS_TIMEOUT, diagnosis).await {
+                reason.push_str("; ");
+                reason.push_str(&cause);
+            }
             Err(RivetError::new(
                 "engine",
                 "unreachable",
@@ -245,4 +296,16 @@ async fn drain(config: &ServeConfig, envoy: &EnvoyHandle, dispatcher: &Dispatche
         tracing::warn!("background actor work did not finish after the drain");
     }
     tracing::info!("registry shut down");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn left_running_message_says_how_to_stop_it() {
+        let message = left_running_message(4242, "http://127.0.0.1:6420");
+        assert!(message.contains("pid 4242") && message.contains("http://127.0.0.1:6420"), "{message}");
+        assert!(message.contains(if cfg!(windows) { "taskkill /PID 4242" } else { "`kill 4242`" }), "{message}");
+    }
 }
