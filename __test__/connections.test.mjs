@@ -139,12 +139,14 @@ describe("hibernatable connections", () => {
 	let host;
 	const connects = [];
 	const wakes = [];
+	const sleeps = [];
 
 	before(async () => {
 		engine = await startEngine();
 		const room = new native.NapiActorFactory({
 			createState: async () => cborEncode({}),
 			onWake: async (_e, { ctx }) => wakes.push(ctx.generation()),
+			onSleep: async (_e, { ctx }) => sleeps.push(ctx.generation()),
 			onConnect: async (_e, { conn }) => connects.push(conn.id()),
 			createConnState: async () => cborEncode({ seen: 0 }),
 			actions: {
@@ -176,8 +178,10 @@ describe("hibernatable connections", () => {
 				assert.deepEqual(await conn.visit(), { seen: 1, hibernatable: true });
 				const connectsBefore = connects.length;
 				const wakesBefore = wakes.length;
+				const sleepsBefore = sleeps.length;
 				assert.equal(await conn.nap(), true);
-				await waitFor(() => wakes.length > wakesBefore, { timeoutMs: 30_000, what: "the actor to sleep and wake" }).catch(() => {});
+				// Asleep (its onSleep ran); the client's socket stays open at the gateway.
+				await waitFor(() => sleeps.length > sleepsBefore, { timeoutMs: 30_000, what: "the actor to sleep" });
 				// The next action wakes the actor if it is still asleep.
 				assert.deepEqual(await conn.visit(), { seen: 2, hibernatable: true }, "conn state survived");
 				assert.ok(wakes.length > wakesBefore, "a new generation served the connection");
