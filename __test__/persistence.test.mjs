@@ -2,12 +2,10 @@
 // across a SIGKILL of the host after the save was acknowledged.
 
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
-import { once } from "node:events";
 import { fileURLToPath } from "node:url";
 import { after, before, test } from "node:test";
 
-import { createActor, gatewayFetch, startEngine, upsertRunnerConfig, waitFor } from "./helpers/engine.mjs";
+import { createActor, gatewayFetch, spawnHost, startEngine, upsertRunnerConfig, waitFor } from "./helpers/engine.mjs";
 
 const host = fileURLToPath(new URL("./fixtures/counter-host.mjs", import.meta.url));
 let engine;
@@ -19,17 +17,8 @@ after(async () => {
 	await engine?.stop();
 });
 
-async function startHost(pool) {
-	const child = spawn(process.execPath, [host], {
-		env: { ...process.env, ENDPOINT: engine.endpoint, POOL: pool, RIVET_LOG_LEVEL: "warn" },
-		stdio: ["ignore", "pipe", "pipe"],
-	});
-	let out = "";
-	child.stdout.on("data", (d) => (out += d));
-	child.stderr.on("data", (d) => (out += d));
-	const exited = once(child, "exit");
-	await waitFor(() => out.includes("ready"), { timeoutMs: 30_000, what: "host ready" });
-	return { child, exited, output: () => out };
+function startHost(pool) {
+	return spawnHost(host, { ENDPOINT: engine.endpoint, POOL: pool });
 }
 
 async function increment(actorId) {

@@ -4,12 +4,10 @@
 // its bound.
 
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
-import { once } from "node:events";
 import { fileURLToPath } from "node:url";
 import { after, before, describe, test } from "node:test";
 
-import { createActor, gatewayFetch, startEngine, upsertRunnerConfig, waitFor } from "./helpers/engine.mjs";
+import { createActor, gatewayFetch, spawnHost, startEngine, upsertRunnerConfig, waitFor } from "./helpers/engine.mjs";
 import { native, serveActors } from "./helpers/actors.mjs";
 import { cborDecode, cborEncode, officialClient } from "./helpers/client.mjs";
 
@@ -23,17 +21,8 @@ after(async () => {
 	await engine?.stop();
 });
 
-async function startHost(pool, env = {}) {
-	const child = spawn(process.execPath, [hostScript], {
-		env: { ...process.env, ENDPOINT: engine.endpoint, POOL: pool, RIVET_LOG_LEVEL: "warn", ...env },
-		stdio: ["ignore", "pipe", "pipe"],
-	});
-	let out = "";
-	child.stdout.on("data", (d) => (out += d));
-	child.stderr.on("data", (d) => (out += d));
-	const exited = once(child, "exit");
-	await waitFor(() => out.includes("ready"), { timeoutMs: 30_000, what: "host ready" });
-	return { child, exited, output: () => out };
+function startHost(pool, env = {}) {
+	return spawnHost(hostScript, { ENDPOINT: engine.endpoint, POOL: pool, ...env });
 }
 
 /** Waits for the host to exit by itself (a hung host fails the test instead of the run). */
@@ -197,7 +186,9 @@ describe("connection records", () => {
 			const before = await conn.generation();
 			await conn.nap();
 			await waitFor(async () => (await handle.generation()) > before, { timeoutMs: 60_000, intervalMs: 250, what: "a new generation" });
-			// The new generation restored the connection, subscriptions included.
+			// The socket is live again in the new generation (an action over it answers)...
+			assert.ok((await conn.generation()) > before);
+			// ...which restored the connection, subscriptions included.
 			await handle.shout(names[2]);
 			await waitFor(() => events.some((e) => e.name === "2"), { timeoutMs: 20_000, what: "the event on a restored subscription" });
 			assert.equal(await conn.bump(), 3);

@@ -345,3 +345,22 @@ export function gatewayFetch(endpoint, actorId, path = "/", init = {}) {
 		...init,
 	});
 }
+
+/**
+ * Runs a host fixture (`node <script>`) with `env` on top of this process's
+ * environment, and resolves once it printed "ready". Returns
+ * `{child, exited, output}`: `exited` resolves with `[code, signal]`, and
+ * `output()` is everything it printed so far.
+ */
+export async function spawnHost(script, env = {}) {
+	const child = spawn(process.execPath, [script], {
+		env: { ...process.env, RIVET_LOG_LEVEL: "warn", ...env },
+		stdio: ["ignore", "pipe", "pipe"],
+	});
+	let out = "";
+	child.stdout.on("data", (d) => (out += d));
+	child.stderr.on("data", (d) => (out += d));
+	const exited = once(child, "exit");
+	await waitFor(() => out.includes("ready"), { timeoutMs: 30_000, what: "host ready" });
+	return { child, exited, output: () => out };
+}
