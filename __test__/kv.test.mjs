@@ -10,7 +10,7 @@ import { readFileSync } from "node:fs";
 import { after, before, describe, test } from "node:test";
 
 import { createActor, gatewayFetch, sleepActor, startEngine, waitFor } from "./helpers/engine.mjs";
-import { json, native, parse, serveActors } from "./helpers/actors.mjs";
+import { actorJobs, json, native, parse, serveActors } from "./helpers/actors.mjs";
 
 const B = (s) => Buffer.from(s);
 const EMPTY = Buffer.alloc(0);
@@ -21,8 +21,7 @@ const MAX_VALUE = 128 * 1024;
 describe("ctx.kv() on the real engine", () => {
 	let engine;
 	let host;
-	const jobs = new Map();
-	let nextJob = 0;
+	const jobs = actorJobs();
 	const events = [];
 	const eventsOf = (id) => events.filter((e) => e.actorId === id).map((e) => e.name);
 	/** Kv handles kept past their generation, by actor id. */
@@ -47,7 +46,7 @@ describe("ctx.kv() on the real engine", () => {
 				},
 				onRequest: async (_err, { ctx, request }) => {
 					const path = request.uri.split("?")[0];
-					const job = path.startsWith("/job/") && jobs.get(path.slice("/job/".length));
+					const job = jobs.job(path);
 					if (job) {
 						await job(ctx);
 						return { status: 200, headers: { "x-generation": String(ctx.generation()) } };
@@ -73,25 +72,7 @@ describe("ctx.kv() on the real engine", () => {
 	const create = async (key) => (await createActor(engine.endpoint, { name: "kv", key, pool: host.pool })).actor_id;
 
 	/** Runs `fn(ctx)` inside the actor's onRequest; returns its value or throws its error. */
-	async function inActor(actorId, fn) {
-		const id = String(++nextJob);
-		let outcome;
-		jobs.set(id, async (ctx) => {
-			try {
-				outcome = { value: await fn(ctx) };
-			} catch (error) {
-				outcome = { error };
-			}
-		});
-		try {
-			const res = await gatewayFetch(engine.endpoint, actorId, `/request/job/${id}`, { method: "POST" });
-			assert.equal(res.status, 200, await res.text());
-		} finally {
-			jobs.delete(id);
-		}
-		if (outcome.error) throw outcome.error;
-		return outcome.value;
-	}
+	const inActor = (actorId, fn) => jobs.inActor(engine.endpoint, actorId, fn);
 
 	const rejectsWith = (promise, code) =>
 		assert.rejects(promise, (err) => {

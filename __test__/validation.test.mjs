@@ -13,8 +13,8 @@ import { after, before, describe, test } from "node:test";
 
 import WebSocket from "ws";
 
-import { createActor, gatewayFetch, startEngine, waitFor } from "./helpers/engine.mjs";
-import { json, native, serveActors } from "./helpers/actors.mjs";
+import { createActor, startEngine, waitFor } from "./helpers/engine.mjs";
+import { actorJobs, json, native, serveActors } from "./helpers/actors.mjs";
 import { BRIDGE_PREFIX } from "./helpers/client.mjs";
 
 const B = (s) => Buffer.from(s);
@@ -81,8 +81,7 @@ describe("NapiActorFactory config numbers (no engine)", () => {
 describe("context, schedule, kv, conn and websocket arguments on the real engine", () => {
 	let engine;
 	let host;
-	const jobs = new Map();
-	let nextJob = 0;
+	const jobs = actorJobs();
 	/** What the raw WebSocket test observed inside onWebSocket. */
 	let wsOutcome = null;
 
@@ -93,7 +92,7 @@ describe("context, schedule, kv, conn and websocket arguments on the real engine
 				createState: async () => json({ n: 1 }),
 				onRequest: async (_err, { ctx, request }) => {
 					const path = request.uri.split("?")[0];
-					const job = path.startsWith("/job/") && jobs.get(path.slice("/job/".length));
+					const job = jobs.job(path);
 					if (!job) return { status: 404 };
 					await job(ctx);
 					return { status: 200 };
@@ -132,25 +131,7 @@ describe("context, schedule, kv, conn and websocket arguments on the real engine
 	const create = async (key) => (await createActor(engine.endpoint, { name: "validate", key, pool: host.pool })).actor_id;
 
 	/** Runs `fn(ctx)` inside the actor's onRequest; returns its value or throws its error. */
-	async function inActor(actorId, fn) {
-		const id = String(++nextJob);
-		let outcome;
-		jobs.set(id, async (ctx) => {
-			try {
-				outcome = { value: await fn(ctx) };
-			} catch (error) {
-				outcome = { error };
-			}
-		});
-		try {
-			const res = await gatewayFetch(engine.endpoint, actorId, `/request/job/${id}`, { method: "POST" });
-			assert.equal(res.status, 200, await res.text());
-		} finally {
-			jobs.delete(id);
-		}
-		if (outcome.error) throw outcome.error;
-		return outcome.value;
-	}
+	const inActor = (actorId, fn) => jobs.inActor(engine.endpoint, actorId, fn);
 
 	test("setAlarm: NaN, ±Infinity, out of the Date range and non-numbers throw; valid values work", async () => {
 		const id = await create("alarm");

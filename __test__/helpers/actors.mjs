@@ -1,6 +1,9 @@
 // Shared helpers for end-to-end tests that host actors in this process.
 
+import assert from "node:assert/strict";
 import { createRequire } from "node:module";
+
+import { gatewayFetch } from "./engine.mjs";
 
 const require = createRequire(import.meta.url);
 export const native = require("../../index.js");
@@ -34,6 +37,42 @@ export async function serveActors(engine, actors, config = {}) {
 		stop: async () => {
 			await registry.shutdown();
 			await serving;
+		},
+	};
+}
+
+/**
+ * Runs test code inside an actor: `inActor(endpoint, actorId, fn)` registers
+ * `fn`, sends `POST /request/job/<id>` through the gateway, and returns
+ * what `fn(ctx)` returned (or throws what it threw). The actor's
+ * `onRequest` hands such requests to `job(path)`: the job for that path,
+ * or `undefined` for any other path.
+ */
+export function actorJobs() {
+	const jobs = new Map();
+	let next = 0;
+	return {
+		job(path) {
+			return path.startsWith("/job/") ? jobs.get(path.slice("/job/".length)) : undefined;
+		},
+		async inActor(endpoint, actorId, fn) {
+			const id = String(++next);
+			let outcome;
+			jobs.set(id, async (ctx) => {
+				try {
+					outcome = { value: await fn(ctx) };
+				} catch (error) {
+					outcome = { error };
+				}
+			});
+			try {
+				const res = await gatewayFetch(endpoint, actorId, `/request/job/${id}`, { method: "POST" });
+				assert.equal(res.status, 200, await res.text());
+			} finally {
+				jobs.delete(id);
+			}
+			if (outcome.error) throw outcome.error;
+			return outcome.value;
 		},
 	};
 }
