@@ -12,9 +12,14 @@
 //! sees it running, and every request or socket routed to it gets the
 //! structured start error (`failed` in the dispatcher's state; see
 //! [`failed_start_error`]): HTTP requests as an error body, WebSockets as
-//! a close 1011 `<group>.<code>` once open (`envoy::callbacks`). After [`FAILED_START_LINGER`], long enough for
-//! the traffic that woke it to arrive, the crash is reported
-//! (`report_crash`: a sleep intent with the error), so the engine records
+//! a close 1011 `<group>.<code>` once open (`envoy::callbacks`). Once that
+//! error has been handed to traffic (plus [`AFTER_SERVED`], for requests
+//! that woke it together), or after [`FAILED_START_LINGER`] if no traffic
+//! comes (an alarm, or a request the engine is slow to route), the crash
+//! is reported (`report_crash`: a sleep intent with the error). Reporting
+//! it before the waking request arrived would put the actor to sleep under
+//! that request, which would then wait for a readiness that never comes
+//! (the gateway's 30 s `actor_ready_timeout`). The engine records
 //! it on the actor (`error: {crashed: {message}}`) and puts the actor to
 //! sleep; its stop then completes at once. One start per waking request
 //! (at most one per linger while traffic keeps coming) instead of nine.
@@ -34,9 +39,12 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-/// How long a generation whose start failed answers its traffic with the
-/// start error before the crash is reported to the engine.
-pub const FAILED_START_LINGER: Duration = Duration::from_secs(1);
+/// The longest a generation whose start failed answers its traffic with
+/// the start error before the crash is reported, when no traffic came.
+pub const FAILED_START_LINGER: Duration = Duration::from_secs(10);
+/// How long after the start error was first handed to traffic the crash
+/// is reported (requests that woke the actor together get the same error).
+pub const AFTER_SERVED: Duration = Duration::from_millis(250);
 
 /// A generation whose start hooks failed, accepted so that its traffic
 /// gets the start error (module docs).
@@ -44,6 +52,8 @@ pub(super) struct FailedStart {
     error: RivetError,
     /// Cancelled once the generation is stopped or superseded.
     done: CancellationToken,
+    /// Signalled when the error is handed to traffic.
+    served: Arc<tokio::sync::Notify>,
 }
 
 impl FailedStart {
@@ -56,7 +66,10 @@ impl FailedStart {
 /// The start error that traffic for `actor_id` gets, if its newest
 /// generation failed to start and no newer one is registered.
 pub(super) fn failed_start_error(state: &State, actor_id: &str) -> Option<RivetError> {
-    state.unsuperseded_failed(actor_id).map(|f| f.error.clone())
+    state.unsuperseded_failed(actor_id).map(|f| {
+        f.served.notify_one();
+        f.error.clone()
+    })
 }
 
 /// Removes the failed start of exactly `key`, if there is one: its stop has
@@ -191,6 +204,7 @@ impl Dispatcher {
             return false;
         }
         let done = CancellationToken::new();
+        let served = Arc::new(tokio::sync::Notify::new());
         {
             let mut state = self.lock();
             let newer = state.has_newer_live(key) || state.current(&key.actor_id).is_some_and(|g| g > key.generation);
@@ -199,14 +213,23 @@ impl Dispatcher {
                 return false;
             }
             state.forget_older_failed(key);
-            state.insert(key.clone(), Generation::Failed(FailedStart { error: error.clone(), done: done.clone() }));
+            state.insert(
+                key.clone(),
+                Generation::Failed(FailedStart { error: error.clone(), done: done.clone(), served: served.clone() }),
+            );
         }
         tracing::warn!(%key, error = %format!("{err:#}"), "actor start failed; its traffic gets the error until the engine stops it");
         let this = Arc::clone(self);
         let (key, ctx, message) = (key.clone(), ctx.clone(), format!("{err:#}"));
         self.spawn_tracked(async move {
+            let linger = async {
+                tokio::select! {
+                    _ = tokio::time::sleep(FAILED_START_LINGER) => {}
+                    _ = served.notified() => tokio::time::sleep(AFTER_SERVED).await,
+                }
+            };
             tokio::select! {
-                _ = tokio::time::sleep(FAILED_START_LINGER) => {}
+                _ = linger => {}
                 _ = done.cancelled() => return,
                 _ = ctx.lost_token().cancelled() => return,
             }

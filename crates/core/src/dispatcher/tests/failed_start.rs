@@ -4,7 +4,7 @@
 use std::sync::atomic::Ordering;
 
 use super::doubles::*;
-use crate::dispatcher::start::FAILED_START_LINGER;
+use crate::dispatcher::start::{AFTER_SERVED, FAILED_START_LINGER};
 use crate::dispatcher::StopReason;
 use crate::RivetError;
 
@@ -95,4 +95,18 @@ async fn a_newer_generation_supersedes_the_failed_one() {
     h.dispatcher.stop_actor("actor", 1, StopReason::SleepIntent, stop).await.unwrap();
     assert_eq!(rx.await.unwrap(), Ok(()));
     assert!(refusal(&h).is_none());
+}
+
+/// The crash is reported once the waking traffic got the error, however
+/// late that traffic arrives within the linger; never before it.
+#[tokio::test(start_paused = true)]
+async fn the_crash_waits_for_the_waking_traffic() {
+    let h = Harness::new();
+    *h.hooks.fail_wake.lock().unwrap() = true;
+    h.start(1).await;
+    advance(FAILED_START_LINGER / 2).await;
+    assert_eq!(crash_reports(&h), 0, "no traffic yet: the actor is not put to sleep under it");
+    assert_eq!(refusal(&h).unwrap().qualified_code(), "core.internal_error");
+    advance(AFTER_SERVED + std::time::Duration::from_millis(1)).await;
+    assert_eq!(crash_reports(&h), 1, "reported once the traffic got its answer");
 }
