@@ -12,15 +12,19 @@
 //! - [`envoy`]: the link to the engine through `rivet-envoy-client`;
 //! - [`engine`]: finding, reusing or spawning a local engine process;
 //! - [`routing`]: gateway traffic (HTTP, WebSocket) to the right generation;
-//! - [`protocol`]: wire formats shared with clients (error bodies, encodings).
+//! - [`protocol`]: wire formats shared with clients (error bodies, encodings);
+//! - [`serverless`]: the serverless routes (`/start` and its event stream);
+//! - [`listener`]: the native HTTP listener in front of them.
 
 pub mod actor;
 pub mod dispatcher;
 pub mod engine;
 pub mod envoy;
 pub mod error;
+pub mod listener;
 pub mod protocol;
 pub mod registry;
 pub mod routing;
+pub mod serverless;
 
 pub use error::{ActorSpecifier, RivetError};

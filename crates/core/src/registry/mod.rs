@@ -11,6 +11,9 @@ use std::collections::HashMap;
 
 pub use config::{EngineSpawnMode, ServeConfig};
 pub use serve::ServeHandle;
+// For the serverless runtime, whose envoys connect and drain the same way.
+pub(crate) use config::should_manage_engine;
+pub(crate) use serve::{connect_envoy, drain, left_running_message};
 
 use crate::actor::ActorFactory;
 

@@ -146,7 +146,7 @@ fn runner_config_policy(config: &ServeConfig) -> engine::RetryPolicy {
 
 /// Starts the envoy and waits, bounded, for the engine to accept it. The
 /// envoy client reconnects forever on its own, so the bound is ours.
-async fn connect_envoy(
+pub(crate) async fn connect_envoy(
     config: &ServeConfig,
     dispatcher: &Arc<Dispatcher>,
     metadata: HashMap<String, serde_json::Value>,
@@ -266,7 +266,7 @@ async fn save_all(dispatcher: &Dispatcher) {
     }
 }
 
-async fn drain(config: &ServeConfig, envoy: &EnvoyHandle, dispatcher: &Dispatcher) {
+pub(crate) async fn drain(config: &ServeConfig, envoy: &EnvoyHandle, dispatcher: &Dispatcher) {
     let threshold = envoy
         .get_protocol_metadata()
         .await
