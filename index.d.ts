@@ -256,11 +256,26 @@ export declare class CoreRegistry {
    * runs (0 when not serving).
    */
   metrics(): JsRegistryRouteResponse
-  /** Not supported yet: rejects with `rivetkit-native.unsupported`. */
-  serveApplicationListener(listener: JsListenerConfig, application: (...args: never[]) => unknown, config: JsServeConfig): Promise<void>
-  /** Not supported yet: rejects with `rivetkit-native.unsupported`. */
+  /**
+   * Serves the serverless routes (then the public directory, then the
+   * optional application) on a native HTTP listener until shutdown.
+   * Rejects with `listener.bind_failed` if the port cannot be bound.
+   */
   serveListener(listener: JsListenerConfig, config: JsServeConfig, application?: ((...args: never[]) => unknown) | undefined | null): Promise<void>
-  /** Not supported yet: rejects with `rivetkit-native.unsupported`. */
+  /**
+   * Serves the application (after the envoy mode's own routes and the
+   * public directory) on a native HTTP listener beside `serve()`, until
+   * shutdown.
+   */
+  serveApplicationListener(listener: JsListenerConfig, application: (...args: never[]) => unknown, config: JsServeConfig): Promise<void>
+  /**
+   * Answers one request to the serverless routes under the base path
+   * (`/start`, `/health`, `/metadata`, `/metrics`). Resolves with the
+   * response head; the body follows through `onStreamEvent`. A bad
+   * request is an answer (4xx with `{group, code, message, metadata}`),
+   * not a rejection; the promise rejects only for bad arguments, a
+   * registry in the other mode (`napi.invalid_state`) or one shut down.
+   */
   handleServerlessRequest(req: JsServerlessRequest, onStreamEvent: (...args: never[]) => unknown, cancelToken: CancellationToken, config: JsServeConfig): Promise<JsServerlessResponseHead>
 }
 
@@ -614,6 +629,28 @@ export interface JsActorRuntimeSocketEndpointInfo {
   path: string
 }
 
+/** What the application's fetch handler receives. */
+export interface JsApplicationRequest {
+  method: string
+  url: string
+  headers: Record<string, string>
+  body: Buffer
+  /** Cancelled when the client went away. */
+  cancelToken: CancellationToken
+}
+
+/**
+ * What it answers. A streamed body (`stream: true`) needs a response body
+ * stream, which this listener does not hand out: RivetKit then buffers
+ * the body whole.
+ */
+export interface JsApplicationResponse {
+  status: number
+  headers: Record<string, string>
+  body?: Buffer
+  stream?: boolean
+}
+
 export interface JsBindParam {
   kind: string
   intValue?: number
@@ -692,7 +729,7 @@ export interface JsKvListOptions {
   limit?: number
 }
 
-/** Listener configuration of `serveListener` (not supported yet). */
+/** Listener configuration of `serveListener` / `serveApplicationListener`. */
 export interface JsListenerConfig {
   /** Host to bind. Defaults to `0.0.0.0` when not provided. */
   host?: string
@@ -820,7 +857,7 @@ export interface JsServeConfig {
   envoyConnectTimeoutMs?: number
 }
 
-/** A serverless request (`handleServerlessRequest`, not supported yet). */
+/** A serverless request (`handleServerlessRequest`). */
 export interface JsServerlessRequest {
   method: string
   url: string
@@ -831,6 +868,19 @@ export interface JsServerlessRequest {
 export interface JsServerlessResponseHead {
   status: number
   headers: Record<string, string>
+}
+
+export interface JsServerlessStreamError {
+  group: string
+  code: string
+  message: string
+}
+
+/** What `onStreamEvent` receives. */
+export interface JsServerlessStreamEvent {
+  kind: 'chunk' | 'end'
+  chunk?: Buffer
+  error?: JsServerlessStreamError
 }
 
 export interface JsSqliteBatchStatement {

@@ -19,6 +19,9 @@
 //! 5. [`hooks`]: the hook payloads and the JavaScript callbacks as the
 //!    core's `ActorHooks`;
 //! 6. [`factory`] (`NapiActorFactory`), then [`registry`] (`CoreRegistry`);
+//! 7. [`serverless`] (`handleServerlessRequest`, the serverless runtime)
+//!    and [`listener`] (`serveListener`, `serveApplicationListener`): more
+//!    `CoreRegistry` methods, in `impl` blocks of their own;
 //!    `testing` (feature `testing` only) uses the callback type and a class.
 
 #![deny(clippy::all)]
@@ -44,6 +47,9 @@ pub mod hooks;
 
 pub mod factory;
 pub mod registry;
+
+pub mod listener;
+pub mod serverless;
 
 #[cfg(feature = "testing")]
 pub mod testing;

@@ -74,7 +74,7 @@ pub struct JsServeConfig {
 }
 
 impl JsServeConfig {
-    fn into_core(self) -> anyhow::Result<ServeConfig> {
+    pub(crate) fn into_core(self) -> anyhow::Result<ServeConfig> {
         let mut c = ServeConfig::from_env()?;
         if let Some(v) = self.version {
             c.version = v;
@@ -135,7 +135,7 @@ fn invalid_config(message: String) -> anyhow::Error {
 
 /// Where the serve run is, as seen by `waitReady`/`health`.
 #[derive(Clone)]
-enum Phase {
+pub(crate) enum Phase {
     NotStarted,
     Starting,
     Ready(ServeHandle),
@@ -144,18 +144,21 @@ enum Phase {
     ShutDown,
 }
 
-enum Slot {
+pub(crate) enum Slot {
     Registering(Core),
     Taken,
 }
 
 #[napi]
 pub struct CoreRegistry {
-    slot: Arc<Mutex<Slot>>,
-    shutdown: CancellationToken,
-    phase: watch::Sender<Phase>,
-    /// The `/metadata` payload, fixed when `serve()` read its config.
-    metadata: Arc<Mutex<Option<serde_json::Value>>>,
+    pub(crate) slot: Arc<Mutex<Slot>>,
+    pub(crate) shutdown: CancellationToken,
+    pub(crate) phase: watch::Sender<Phase>,
+    /// The `/metadata` payload, fixed when `serve()` (or the first
+    /// serverless call) read its config.
+    pub(crate) metadata: Arc<Mutex<Option<serde_json::Value>>>,
+    /// Serverless mode (src/serverless.rs), once a serverless call came.
+    pub(crate) serverless: Arc<crate::serverless::ServerlessCell>,
 }
 
 impl Default for CoreRegistry {
@@ -173,6 +176,7 @@ impl CoreRegistry {
             shutdown: CancellationToken::new(),
             phase: watch::channel(Phase::NotStarted).0,
             metadata: Arc::new(Mutex::new(None)),
+            serverless: Arc::default(),
         }
     }
 
@@ -265,6 +269,12 @@ impl CoreRegistry {
                     .into_anyhow())
             });
         }
+        if self.serverless.current().is_some() {
+            return spawn_promise(env, async {
+                Err(catalog::invalid_state("waitReady() in serverless mode: hosts become ready per start request")
+                    .into_anyhow())
+            });
+        }
         let mut rx = self.phase.subscribe();
         spawn_promise(env, async move {
             let phase = rx
@@ -308,14 +318,23 @@ impl CoreRegistry {
                 self.phase.send_replace(Phase::ShutDown);
             }
         }
-        spawn_promise(env, async { Ok(()) })
+        // Serverless mode drains here (there is no serve() promise to do it).
+        let serverless = self.serverless.clone();
+        spawn_promise(env, async move {
+            serverless.shutdown().await;
+            Ok(())
+        })
     }
 
     /// The engine's actor stop threshold in ms, or `null` before it is known.
     #[napi(ts_return_type = "Promise<number | null>")]
     pub fn actor_stop_threshold_ms<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, Option<f64>>> {
         let phase = self.phase.borrow().clone();
+        let serverless = self.serverless.current();
         spawn_promise(env, async move {
+            if let Some(runtime) = serverless {
+                return Ok(runtime.actor_stop_threshold_ms().await.map(|ms| ms as f64));
+            }
             Ok(match phase {
                 Phase::Ready(handle) => handle.actor_stop_threshold_ms().await.map(|ms| ms as f64),
                 _ => None,
@@ -327,13 +346,9 @@ impl CoreRegistry {
     /// serving with a healthy engine link.
     #[napi(ts_return_type = "Promise<JsRegistryRouteResponse>")]
     pub fn health<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, JsRegistryRouteResponse>> {
-        let (code, status) = match &*self.phase.borrow() {
-            Phase::NotStarted => (503, "not_started"),
-            Phase::Starting => (503, "starting"),
-            Phase::Ready(h) if h.is_ping_healthy() => (200, "ok"),
-            Phase::Ready(_) => (503, "engine_ping_stale"),
-            Phase::Failed(_) | Phase::ShutDown => (503, "shut_down"),
-            Phase::ShuttingDown => (503, "shutting_down"),
+        let (code, status) = match self.serverless.current() {
+            Some(runtime) => crate::serverless::health_status(&runtime),
+            None => health_status(&self.phase.borrow()),
         };
         let body = serde_json::json!({ "status": status, "runtime": "rivetkit", "version": env!("CARGO_PKG_VERSION") });
         spawn_promise(env, async move { Ok(json_route(code, &body)) })
@@ -355,8 +370,9 @@ impl CoreRegistry {
     /// runs (0 when not serving).
     #[napi]
     pub fn metrics(&self) -> JsRegistryRouteResponse {
-        let active = match &*self.phase.borrow() {
-            Phase::Ready(handle) => handle.active_actor_count(),
+        let active = match (&*self.phase.borrow(), self.serverless.current()) {
+            (_, Some(runtime)) => runtime.active_actor_count(),
+            (Phase::Ready(handle), None) => handle.active_actor_count(),
             _ => 0,
         };
         let body = format!(
@@ -370,58 +386,18 @@ impl CoreRegistry {
             body: Buffer::from(body.into_bytes()),
         }
     }
-
-    /// Not supported yet: rejects with `rivetkit-native.unsupported`.
-    #[napi(
-        ts_args_type = "listener: JsListenerConfig, application: (...args: never[]) => unknown, config: JsServeConfig",
-        ts_return_type = "Promise<void>"
-    )]
-    pub fn serve_application_listener<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
-        crate::error::reject_unsupported(env, "Listeners (CoreRegistry.serveApplicationListener)")
-    }
-
-    /// Not supported yet: rejects with `rivetkit-native.unsupported`.
-    #[napi(
-        ts_args_type = "listener: JsListenerConfig, config: JsServeConfig, application?: ((...args: never[]) => unknown) | undefined | null",
-        ts_return_type = "Promise<void>"
-    )]
-    pub fn serve_listener<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
-        crate::error::reject_unsupported(env, "Listeners (CoreRegistry.serveListener)")
-    }
-
-    /// Not supported yet: rejects with `rivetkit-native.unsupported`.
-    #[napi(
-        ts_args_type = "req: JsServerlessRequest, onStreamEvent: (...args: never[]) => unknown, cancelToken: CancellationToken, config: JsServeConfig",
-        ts_return_type = "Promise<JsServerlessResponseHead>"
-    )]
-    pub fn handle_serverless_request<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
-        crate::error::reject_unsupported(env, "Serverless (CoreRegistry.handleServerlessRequest)")
-    }
 }
 
-/// Listener configuration of `serveListener` (not supported yet).
-#[napi(object)]
-pub struct JsListenerConfig {
-    /// Host to bind. Defaults to `0.0.0.0` when not provided.
-    pub host: Option<String>,
-    pub port: u32,
-    /// Optional static file root mounted below the framework routes.
-    pub public_dir: Option<String>,
-}
-
-/// A serverless request (`handleServerlessRequest`, not supported yet).
-#[napi(object)]
-pub struct JsServerlessRequest {
-    pub method: String,
-    pub url: String,
-    pub headers: HashMap<String, String>,
-    pub body: Buffer,
-}
-
-#[napi(object)]
-pub struct JsServerlessResponseHead {
-    pub status: u32,
-    pub headers: HashMap<String, String>,
+/// `(status code, status)` of `health()` in envoy mode.
+pub(crate) fn health_status(phase: &Phase) -> (u32, &'static str) {
+    match phase {
+        Phase::NotStarted => (503, "not_started"),
+        Phase::Starting => (503, "starting"),
+        Phase::Ready(h) if h.is_ping_healthy() => (200, "ok"),
+        Phase::Ready(_) => (503, "engine_ping_stale"),
+        Phase::Failed(_) | Phase::ShutDown => (503, "shut_down"),
+        Phase::ShuttingDown => (503, "shutting_down"),
+    }
 }
 
 /// The Engine protocol version announced in `/metadata`.

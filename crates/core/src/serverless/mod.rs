@@ -231,6 +231,15 @@ impl ServerlessRuntime {
             .await;
     }
 
+    /// Runs `work` as part of this runtime (its end is awaited at shutdown,
+    /// like the event streams'): the delivery of a response to the host.
+    pub fn track<F>(&self, work: F)
+    where
+        F: std::future::Future<Output = ()> + Send + 'static,
+    {
+        self.streams.spawn(work);
+    }
+
     pub fn is_shut_down(&self) -> bool {
         self.shutdown.is_cancelled()
     }

@@ -1,0 +1,301 @@
+//! `CoreRegistry.handleServerlessRequest` and the serverless runtime behind
+//! it (docs/serverless.md).
+//!
+//! The first serverless call (`handleServerlessRequest` or `serveListener`)
+//! takes the registered factories and builds the core's
+//! [`ServerlessRuntime`]; every later call reuses it. A registry runs in one
+//! mode: after `serve()` these calls fail with `napi.invalid_state`, and
+//! `serve()` fails after them.
+//!
+//! The response goes back the way RivetKit's TypeScript expects it: the
+//! promise resolves with the head (`{status, headers}`), then the body
+//! arrives through `onStreamEvent(null, {kind: "chunk", chunk})` calls,
+//! each awaited (that is the backpressure), and one final
+//! `onStreamEvent(null, {kind: "end", error?})`.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use napi::bindgen_prelude::{Buffer, ClassInstance, PromiseRaw, Unknown};
+use napi::Env;
+use napi_derive::napi;
+use rivetkit_native_core::error::catalog;
+use rivetkit_native_core::error::validate::invalid;
+use rivetkit_native_core::registry::CoreRegistry as Core;
+use rivetkit_native_core::serverless::settings::{normalize_base_path, DEFAULT_MAX_START_PAYLOAD_BYTES};
+use rivetkit_native_core::serverless::{
+    ResponseBody, ServerlessRequest, ServerlessRuntime, ServerlessSettings,
+};
+use rivetkit_native_core::RivetError;
+use tokio_util::sync::CancellationToken as TokioToken;
+
+use crate::cancellation_token::CancellationToken;
+use crate::error::{reject, spawn_promise};
+use crate::js_callback::{Ignored, JsCallback};
+use crate::registry::{CoreRegistry, JsServeConfig, Slot};
+use crate::types::args;
+
+/// A serverless request (`handleServerlessRequest`).
+#[napi(object)]
+pub struct JsServerlessRequest {
+    pub method: String,
+    pub url: String,
+    pub headers: HashMap<String, String>,
+    pub body: Buffer,
+}
+
+#[napi(object)]
+pub struct JsServerlessResponseHead {
+    pub status: u32,
+    pub headers: HashMap<String, String>,
+}
+
+#[napi(object)]
+pub struct JsServerlessStreamError {
+    pub group: String,
+    pub code: String,
+    pub message: String,
+}
+
+/// What `onStreamEvent` receives.
+#[napi(object, object_from_js = false)]
+pub struct JsServerlessStreamEvent {
+    #[napi(ts_type = "'chunk' | 'end'")]
+    pub kind: String,
+    pub chunk: Option<Buffer>,
+    pub error: Option<JsServerlessStreamError>,
+}
+
+type StreamCallback = JsCallback<JsServerlessStreamEvent, Ignored>;
+
+enum Built {
+    NotYet,
+    Ready(Arc<ServerlessRuntime>),
+    Failed(RivetError),
+}
+
+/// The registry's serverless runtime, built once.
+pub(crate) struct ServerlessCell {
+    /// Held while the runtime is built: concurrent first requests wait for
+    /// the one build, and shutdown waits for it too.
+    built: tokio::sync::Mutex<Built>,
+    /// The runtime once built, for the synchronous routes.
+    current: Mutex<Option<Arc<ServerlessRuntime>>>,
+}
+
+impl Default for ServerlessCell {
+    fn default() -> Self {
+        Self { built: tokio::sync::Mutex::new(Built::NotYet), current: Mutex::new(None) }
+    }
+}
+
+impl ServerlessCell {
+    /// The runtime, if this registry runs in serverless mode.
+    pub(crate) fn current(&self) -> Option<Arc<ServerlessRuntime>> {
+        self.current.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Drains the runtime if one was built (after any build in flight).
+    pub(crate) async fn shutdown(&self) {
+        let runtime = match &*self.built.lock().await {
+            Built::Ready(runtime) => runtime.clone(),
+            _ => return,
+        };
+        runtime.shutdown().await;
+    }
+}
+
+impl CoreRegistry {
+    /// The serverless runtime, built from the registered factories on the
+    /// first call.
+    pub(crate) fn ensure_serverless(
+        &self,
+        config: JsServeConfig,
+    ) -> impl std::future::Future<Output = anyhow::Result<Arc<ServerlessRuntime>>> + Send + 'static {
+        let cell = self.serverless.clone();
+        let slot = self.slot.clone();
+        let shutdown = self.shutdown.clone();
+        let metadata = self.metadata.clone();
+        async move {
+            let mut built = cell.built.lock().await;
+            match &*built {
+                Built::Ready(runtime) => return Ok(runtime.clone()),
+                Built::Failed(err) => return Err(err.clone().into_anyhow()),
+                Built::NotYet => {}
+            }
+            if shutdown.is_cancelled() {
+                return Err(catalog::registry_shut_down().into_anyhow());
+            }
+            let core: Core = {
+                let mut slot = slot.lock().unwrap_or_else(|p| p.into_inner());
+                match std::mem::replace(&mut *slot, Slot::Taken) {
+                    Slot::Registering(core) => core,
+                    Slot::Taken => {
+                        return Err(catalog::invalid_state(
+                            "serverless requests need a registry that is not serving: serve() was already called",
+                        )
+                        .into_anyhow())
+                    }
+                }
+            };
+            let settings = settings_from(&config);
+            let result = match config.into_core() {
+                Ok(core_config) => ServerlessRuntime::new(core, core_config, settings).await,
+                Err(err) => Err(err),
+            };
+            match result {
+                Ok(runtime) if shutdown.is_cancelled() => {
+                    runtime.shutdown().await;
+                    *built = Built::Failed(catalog::registry_shut_down());
+                    Err(catalog::registry_shut_down().into_anyhow())
+                }
+                Ok(runtime) => {
+                    *metadata.lock().unwrap_or_else(|p| p.into_inner()) = Some(runtime.metadata());
+                    *cell.current.lock().unwrap_or_else(|p| p.into_inner()) = Some(runtime.clone());
+                    *built = Built::Ready(runtime.clone());
+                    Ok(runtime)
+                }
+                Err(err) => {
+                    *built = Built::Failed(RivetError::extract(&err));
+                    Err(err)
+                }
+            }
+        }
+    }
+}
+
+/// The serverless settings of a JS config (defaults: base path
+/// `/api/rivet`, endpoint validation on, 1 MiB start payloads).
+pub(crate) fn settings_from(config: &JsServeConfig) -> ServerlessSettings {
+    let defaults = ServerlessSettings::default();
+    ServerlessSettings {
+        base_path: normalize_base_path(config.serverless_base_path.as_deref()),
+        package_version: config.serverless_package_version.clone().unwrap_or(defaults.package_version),
+        client_endpoint: config.serverless_client_endpoint.clone(),
+        client_namespace: config.serverless_client_namespace.clone(),
+        client_token: config.serverless_client_token.clone(),
+        validate_endpoint: config.serverless_validate_endpoint.unwrap_or(true),
+        max_start_payload_bytes: config
+            .serverless_max_start_payload_bytes
+            .map(|n| n as usize)
+            .unwrap_or(DEFAULT_MAX_START_PAYLOAD_BYTES),
+    }
+}
+
+/// The shared token inside a `CancellationToken` instance.
+fn token_of(value: &Unknown<'_>) -> Option<TokioToken> {
+    if value.get_type().ok() != Some(napi::ValueType::Object) {
+        return None;
+    }
+    // SAFETY: a live handle of the current scope; the class check refuses
+    // any other object.
+    let instance = unsafe { value.cast::<ClassInstance<CancellationToken>>() }.ok()?;
+    Some(instance.inner().clone())
+}
+
+#[napi]
+impl CoreRegistry {
+    /// Answers one request to the serverless routes under the base path
+    /// (`/start`, `/health`, `/metadata`, `/metrics`). Resolves with the
+    /// response head; the body follows through `onStreamEvent`. A bad
+    /// request is an answer (4xx with `{group, code, message, metadata}`),
+    /// not a rejection; the promise rejects only for bad arguments, a
+    /// registry in the other mode (`napi.invalid_state`) or one shut down.
+    #[napi(
+        ts_args_type = "req: JsServerlessRequest, onStreamEvent: (...args: never[]) => unknown, cancelToken: CancellationToken, config: JsServeConfig",
+        ts_return_type = "Promise<JsServerlessResponseHead>"
+    )]
+    pub fn handle_serverless_request<'env>(
+        &self,
+        env: &'env Env,
+        req: Unknown<'_>,
+        on_stream_event: Unknown<'_>,
+        cancel_token: Unknown<'_>,
+        config: Option<Unknown<'_>>,
+    ) -> napi::Result<PromiseRaw<'env, JsServerlessResponseHead>> {
+        let req: JsServerlessRequest = match args::object("req", req) {
+            Ok(req) => req,
+            Err(err) => return reject(env, err),
+        };
+        let on_event: StreamCallback = match JsCallback::from_unknown("onStreamEvent", on_stream_event)? {
+            Some(callback) => callback,
+            None => return reject(env, invalid("onStreamEvent", "expected a function")),
+        };
+        let Some(cancel) = token_of(&cancel_token) else {
+            return reject(env, invalid("cancelToken", "expected a CancellationToken"));
+        };
+        let config: JsServeConfig = match args::opt_object("config", config) {
+            Ok(config) => config.unwrap_or_default(),
+            Err(err) => return reject(env, err),
+        };
+        let ensure = self.ensure_serverless(config);
+        spawn_promise(env, async move {
+            let runtime = ensure.await?;
+            let request = ServerlessRequest {
+                method: req.method.to_ascii_uppercase(),
+                url: req.url,
+                headers: req.headers.into_iter().map(|(k, v)| (k.to_ascii_lowercase(), v)).collect(),
+                body: Bytes::from(req.body.to_vec()),
+                cancel,
+            };
+            let response = runtime.handle(request).await;
+            let head = JsServerlessResponseHead { status: u32::from(response.status), headers: response.headers };
+            runtime.track(deliver(response.body, on_event));
+            Ok(head)
+        })
+    }
+}
+
+/// Sends the body to JavaScript, chunk by chunk, then the end.
+async fn deliver(body: ResponseBody, on_event: StreamCallback) {
+    let end = |error: Option<RivetError>| JsServerlessStreamEvent {
+        kind: "end".to_owned(),
+        chunk: None,
+        error: error.map(|e| JsServerlessStreamError { group: e.group, code: e.code, message: e.message }),
+    };
+    let chunk = |bytes: Bytes| JsServerlessStreamEvent {
+        kind: "chunk".to_owned(),
+        chunk: Some(Buffer::from(bytes.to_vec())),
+        error: None,
+    };
+    let result = match body {
+        ResponseBody::Bytes(bytes) => async {
+            if !bytes.is_empty() {
+                on_event.call(chunk(bytes)).await?;
+            }
+            on_event.call(end(None)).await
+        }
+        .await,
+        // Dropping the stream (a failed call, the end) cancels the request.
+        ResponseBody::Stream(mut stream) => async {
+            loop {
+                match stream.next().await {
+                    Some(Ok(bytes)) => {
+                        on_event.call(chunk(bytes)).await?;
+                    }
+                    Some(Err(error)) => return on_event.call(end(Some(error))).await,
+                    None => return on_event.call(end(None)).await,
+                }
+            }
+        }
+        .await,
+    };
+    if let Err(err) = result {
+        tracing::debug!(error = %format!("{err:#}"), "serverless response not delivered to JavaScript");
+    }
+}
+
+/// `(status code, status)` of `health()` in serverless mode: healthy only
+/// once an envoy exists and hears from the engine (before the first start
+/// this says `engine_ping_stale`, like the reference addon; the `/health`
+/// route itself says `ok` then).
+pub(crate) fn health_status(runtime: &ServerlessRuntime) -> (u32, &'static str) {
+    if runtime.is_shut_down() {
+        return (503, "shut_down");
+    }
+    match runtime.envoy() {
+        Some(envoy) if envoy.is_ping_healthy() => (200, "ok"),
+        _ => (503, "engine_ping_stale"),
+    }
+}
