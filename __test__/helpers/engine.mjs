@@ -301,6 +301,34 @@ export function upsertRunnerConfig(endpoint, pool) {
 	});
 }
 
+/**
+ * `PUT /runner-configs/{pool}` for a serverless pool: the engine calls
+ * `{url}/start` when it needs a host for an actor of the pool (and reads
+ * `{url}/metadata` when the config is saved). The body is the one
+ * RivetKit's `configurePool` writes.
+ */
+export function upsertServerlessRunnerConfig(endpoint, pool, url, { requestLifespan = 3600, drainGracePeriod = 30, headers = {} } = {}) {
+	return api(endpoint, "PUT", `/runner-configs/${encodeURIComponent(pool)}`, {
+		datacenters: {
+			default: {
+				serverless: {
+					url,
+					headers,
+					request_lifespan: requestLifespan,
+					drain_grace_period: drainGracePeriod,
+					metadata_poll_interval: 1000,
+					max_runners: 1000,
+					min_runners: 0,
+					runners_margin: 0,
+					slots_per_runner: 1,
+				},
+				metadata: {},
+				drain_on_version_upgrade: true,
+			},
+		},
+	});
+}
+
 function actorBody({ name, key, pool, input }) {
 	const body = { name, key, runner_name_selector: pool, crash_policy: "sleep" };
 	if (input !== undefined) {

@@ -49,6 +49,15 @@ impl EnvoyCache {
         Ok(envoy)
     }
 
+    /// Refuses `headers` at once if a live envoy serves another endpoint,
+    /// namespace or pool (checked again under the lock when connecting).
+    pub(super) fn check(&self, headers: &StartHeaders) -> Result<(), RivetError> {
+        match self.current() {
+            Some(envoy) if !envoy.is_stopped() => check_same(&envoy, headers),
+            _ => Ok(()),
+        }
+    }
+
     /// The cached envoy, if any.
     pub(super) fn current(&self) -> Option<EnvoyHandle> {
         self.current.lock().unwrap_or_else(|p| p.into_inner()).clone()

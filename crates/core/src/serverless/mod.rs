@@ -178,6 +178,7 @@ impl ServerlessRuntime {
             start::check_identity(&headers, &self.config.endpoint, &self.config.namespace)?;
         }
         start::check_size(req.body.len(), self.settings.max_start_payload_bytes)?;
+        self.envoys.check(&headers)?;
         let target = start::decode_payload(&req.body)?;
         let envoy = self.envoys.get_or_connect(&headers, || self.connect(&headers)).await?;
 

@@ -1,0 +1,194 @@
+// Serverless mode, end to end: the example app's `registry.serve()` fetch
+// handler mounted in Node's own http server (examples/rivetkit-app/src/
+// serverless.mjs), a serverless runner config on a real engine pointing at
+// it, and RivetKit's official client. Between the engine and the app sits a
+// recording proxy, so the test sees the engine's `/start` requests and
+// the events of each stream as they arrive.
+
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+
+import { createClient } from "rivetkit/client";
+
+import { freePort, interrupt, recordingProxy, startApp, waitForOutput } from "./helpers/app.mjs";
+import { startEngine, upsertServerlessRunnerConfig, waitFor } from "./helpers/engine.mjs";
+
+const POOL = "serverless-app";
+const RESOLVE_TIMEOUT = "route_resolve_query_timeout";
+
+/**
+ * The first call to a new actor. Engine 2.3.19 now and then never places
+ * a new actor (the gateway answers `route_resolve_query_timeout` after
+ * 15 s, with the reference addon too): that one error is retried once.
+ */
+async function firstCall(t, what, call) {
+	try {
+		return await call();
+	} catch (err) {
+		if (err?.code !== RESOLVE_TIMEOUT) throw err;
+		t.diagnostic(`${what}: the engine did not place the new actor (${RESOLVE_TIMEOUT}); retrying once`);
+		return await call();
+	}
+}
+
+const starts = (proxy) => proxy.requests.filter((r) => r.path.endsWith("/start") && r.status === 200);
+const pings = (record) => record.chunks.join("").split("event: ping").length - 1;
+
+describe("registry.serve() in Node's http server, with a serverless runner config", () => {
+	let engine;
+	let app;
+	let proxy;
+	let client;
+	let appUrl;
+
+	before(async () => {
+		engine = await startEngine();
+		const port = await freePort();
+		appUrl = `http://127.0.0.1:${port}`;
+		app = startApp("src/serverless.mjs", { PORT: String(port), RIVET_ENDPOINT: engine.endpoint, RIVET_POOL: POOL });
+		await waitForOutput(app, /serverless handler listening/);
+		proxy = await recordingProxy(appUrl);
+		await upsertServerlessRunnerConfig(engine.endpoint, POOL, `${proxy.url}/api/rivet`);
+		client = createClient({ endpoint: engine.endpoint, namespace: engine.namespace, token: engine.token, poolName: POOL });
+	});
+
+	after(async () => {
+		if (app && !app.exited) app.child.kill("SIGKILL");
+		await proxy?.close();
+		await engine?.stop();
+	});
+
+	test("health and metadata answer through the fetch handler", async () => {
+		const health = await fetch(`${appUrl}/api/rivet/health`);
+		assert.equal(health.status, 200);
+		assert.equal((await health.json()).status, "ok");
+		const metadata = await (await fetch(`${appUrl}/api/rivet/metadata`)).json();
+		assert.deepEqual(metadata.envoy.kind, { serverless: {} });
+		assert.equal(metadata.runtime, "rivetkit");
+		assert.equal(metadata.envoyProtocolVersion, 8);
+		assert.ok(metadata.actorNames.counter, JSON.stringify(metadata));
+		assert.ok(
+			proxy.requests.some((r) => r.path.endsWith("/metadata")),
+			"the engine read the metadata when the runner config was saved",
+		);
+	});
+
+	test("actions reach an actor that the engine started through /start", async (t) => {
+		const counter = client.counter.getOrCreate(["actions"]);
+		assert.equal(await firstCall(t, "counter", () => counter.increment(2)), 2);
+		assert.equal(await counter.increment(3), 5);
+		assert.equal(await counter.getCount(), 5);
+		const room = client.chatRoom.getOrCreate(["actions"]);
+		await firstCall(t, "chat room", () => room.sendMessage("ada", "hello"));
+		assert.deepEqual((await room.getHistory()).map((m) => m.text), ["hello"]);
+		assert.ok(starts(proxy).length >= 2, "one start request per actor");
+		for (const start of starts(proxy)) {
+			assert.equal(start.method, "POST");
+			assert.equal(start.headers["x-rivet-pool-name"], POOL);
+		}
+	});
+
+	test("the start's event stream flushes: pings arrive while the actor runs", async (t) => {
+		const counter = client.counter.getOrCreate(["stream"]);
+		await firstCall(t, "counter", () => counter.getCount());
+		// The actor is running, so its start request is still open; every
+		// ping the proxy saw arrived through Node's http server one by one.
+		const open = await waitFor(() => starts(proxy).find((s) => !s.ended && pings(s) >= 3), {
+			timeoutMs: 20_000,
+			what: "an open start stream with three pings",
+		});
+		assert.ok(open.chunks.length >= 3, `pings arrived in separate chunks: ${JSON.stringify(open.chunks)}`);
+		assert.ok(open.chunks[0].startsWith("event: ping"), JSON.stringify(open.chunks[0]));
+	});
+
+	test("state survives sleep and wake; the stopped generation's stream says stopping", async (t) => {
+		const counter = client.counter.getOrCreate(["sleepy"]);
+		assert.equal(await firstCall(t, "counter", () => counter.increment(7)), 7);
+		const before = starts(proxy).length;
+		const from = app.out.length;
+		await counter.goToSleep();
+		const slept = await waitForOutput(app, /counter sleepy going to sleep/, { from });
+		await waitFor(() => starts(proxy).some((s) => s.ended && s.chunks.join("").includes("event: stopping")), {
+			timeoutMs: 20_000,
+			what: "a start stream that ended with a stopping event",
+		});
+		assert.equal(await counter.getCount(), 7);
+		await waitForOutput(app, /counter sleepy awake \(count 7\)/, { from: slept });
+		assert.ok(starts(proxy).length > before, "the wake came through a new start request");
+	});
+
+	test("events over a connection", async (t) => {
+		const counter = client.counter.getOrCreate(["events"]);
+		await firstCall(t, "counter", () => counter.getCount());
+		const conn = counter.connect();
+		try {
+			const counts = [];
+			conn.on("newCount", (count) => counts.push(count));
+			await conn.ready;
+			await conn.getCount();
+			assert.equal(await conn.increment(2), 2);
+			assert.equal(await counter.increment(3), 5);
+			await waitFor(() => counts.length >= 2, { what: "two newCount events" });
+			assert.deepEqual(counts, [2, 5]);
+		} finally {
+			await conn.dispose();
+		}
+	});
+
+	test("bad start requests get a structured 4xx and the host keeps serving", async (t) => {
+		const counter = client.counter.getOrCreate(["after-bad-starts"]);
+		assert.equal(await firstCall(t, "counter", () => counter.increment(1)), 1);
+		const real = starts(proxy).at(-1);
+		const headers = {
+			"x-rivet-endpoint": real.headers["x-rivet-endpoint"],
+			"x-rivet-pool-name": POOL,
+			"x-rivet-namespace-name": real.headers["x-rivet-namespace-name"],
+			"x-rivet-token": real.headers["x-rivet-token"] ?? "",
+		};
+		const start = async (h, body) => {
+			const res = await fetch(`${appUrl}/api/rivet/start`, { method: "POST", headers: h, body });
+			return { status: res.status, body: await res.json() };
+		};
+
+		let res = await start({}, real.body);
+		assert.equal(res.status, 400);
+		assert.equal(`${res.body.group}.${res.body.code}`, "request.invalid");
+		assert.match(res.body.message, /x-rivet-endpoint/);
+
+		res = await start(headers, Buffer.from("not a start payload"));
+		assert.equal(res.status, 400);
+		assert.equal(`${res.body.group}.${res.body.code}`, "request.invalid");
+		assert.match(res.body.message, /start payload/);
+
+		res = await start(headers, Buffer.alloc(16 * 1024 * 1024 + 1));
+		assert.equal(res.status, 413);
+		assert.equal(`${res.body.group}.${res.body.code}`, "message.incoming_too_long");
+
+		// A real start payload, for a pool this host does not serve.
+		res = await start({ ...headers, "x-rivet-pool-name": "another-pool" }, real.body);
+		assert.equal(res.status, 400);
+		assert.equal(`${res.body.group}.${res.body.code}`, "config.pool_mismatch");
+		assert.deepEqual(res.body.metadata, { expected: POOL, received: "another-pool" });
+
+		res = await start({ ...headers, "x-rivet-namespace-name": "elsewhere" }, real.body);
+		assert.equal(res.status, 400);
+		assert.equal(`${res.body.group}.${res.body.code}`, "config.namespace_mismatch");
+
+		res = await start({ ...headers, "x-rivet-endpoint": "http://127.0.0.1:1" }, real.body);
+		assert.equal(res.status, 400);
+		assert.equal(`${res.body.group}.${res.body.code}`, "config.endpoint_mismatch");
+
+		assert.equal(await counter.increment(1), 2, "the host keeps serving");
+		assert.equal((await fetch(`${appUrl}/api/rivet/health`)).status, 200);
+	});
+
+	test("SIGINT drains the registry and the process exits by itself", async (t) => {
+		const counter = client.counter.getOrCreate(["persisted"]);
+		assert.equal(await firstCall(t, "counter", () => counter.increment(42)), 42);
+		const from = app.out.length;
+		const exited = await interrupt(app);
+		assert.equal(exited.killed, false, `no exit within the bound after SIGINT\n${app.out.slice(from)}`);
+		assert.equal(exited.code, 0, JSON.stringify(exited));
+		assert.match(app.out.slice(from), /counter persisted going to sleep/, "the drain put the actor to sleep");
+	});
+});
