@@ -24,9 +24,7 @@ use rivetkit_native_core::error::catalog;
 use rivetkit_native_core::error::validate::invalid;
 use rivetkit_native_core::registry::CoreRegistry as Core;
 use rivetkit_native_core::serverless::settings::{normalize_base_path, DEFAULT_MAX_START_PAYLOAD_BYTES};
-use rivetkit_native_core::serverless::{
-    ResponseBody, ServerlessRequest, ServerlessRuntime, ServerlessSettings,
-};
+use rivetkit_native_core::serverless::{ResponseBody, ServerlessRequest, ServerlessRuntime, ServerlessSettings};
 use rivetkit_native_core::RivetError;
 use tokio_util::sync::CancellationToken as TokioToken;
 
@@ -260,26 +258,30 @@ async fn deliver(body: ResponseBody, on_event: StreamCallback) {
         error: None,
     };
     let result = match body {
-        ResponseBody::Bytes(bytes) => async {
-            if !bytes.is_empty() {
-                on_event.call(chunk(bytes)).await?;
+        ResponseBody::Bytes(bytes) => {
+            async {
+                if !bytes.is_empty() {
+                    on_event.call(chunk(bytes)).await?;
+                }
+                on_event.call(end(None)).await
             }
-            on_event.call(end(None)).await
+            .await
         }
-        .await,
         // Dropping the stream (a failed call, the end) cancels the request.
-        ResponseBody::Stream(mut stream) => async {
-            loop {
-                match stream.next().await {
-                    Some(Ok(bytes)) => {
-                        on_event.call(chunk(bytes)).await?;
+        ResponseBody::Stream(mut stream) => {
+            async {
+                loop {
+                    match stream.next().await {
+                        Some(Ok(bytes)) => {
+                            on_event.call(chunk(bytes)).await?;
+                        }
+                        Some(Err(error)) => return on_event.call(end(Some(error))).await,
+                        None => return on_event.call(end(None)).await,
                     }
-                    Some(Err(error)) => return on_event.call(end(Some(error))).await,
-                    None => return on_event.call(end(None)).await,
                 }
             }
+            .await
         }
-        .await,
     };
     if let Err(err) = result {
         tracing::debug!(error = %format!("{err:#}"), "serverless response not delivered to JavaScript");
