@@ -10,6 +10,7 @@ import { after, before, describe, test } from "node:test";
 
 import { createClient } from "rivetkit/client";
 
+import { native } from "./helpers/actors.mjs";
 import { freePort, interrupt, recordingProxy, startApp, waitForOutput } from "./helpers/app.mjs";
 import { startEngine, upsertServerlessRunnerConfig, waitFor } from "./helpers/engine.mjs";
 
@@ -190,5 +191,72 @@ describe("registry.serve() in Node's http server, with a serverless runner confi
 		assert.equal(exited.killed, false, `no exit within the bound after SIGINT\n${app.out.slice(from)}`);
 		assert.equal(exited.code, 0, JSON.stringify(exited));
 		assert.match(app.out.slice(from), /counter persisted going to sleep/, "the drain put the actor to sleep");
+	});
+});
+
+describe("handleServerlessRequest: the napi contract", () => {
+	const config = { endpoint: "http://127.0.0.1:1", engineSpawn: "never", serverlessPackageVersion: "1.2.3" };
+
+	/** Calls it and collects the body events: `{head, events, body}`. */
+	async function call(registry, req) {
+		const events = [];
+		let ended;
+		const done = new Promise((resolve) => (ended = resolve));
+		const head = await registry.handleServerlessRequest(
+			{ method: "GET", headers: {}, body: Buffer.alloc(0), ...req },
+			async (err, event) => {
+				assert.equal(err, null);
+				events.push(event);
+				if (event.kind === "end") ended();
+			},
+			new native.CancellationToken(),
+			config,
+		);
+		await done;
+		const body = Buffer.concat(events.filter((e) => e.kind === "chunk").map((e) => e.chunk)).toString();
+		return { head, events, body };
+	}
+
+	test("the head resolves, then chunks, then one end", async () => {
+		const registry = new native.CoreRegistry();
+		const { head, events, body } = await call(registry, { url: "http://h/api/rivet/health" });
+		assert.equal(head.status, 200);
+		assert.equal(head.headers["content-type"], "application/json");
+		assert.deepEqual(JSON.parse(body), { status: "ok", runtime: "rivetkit", version: "1.2.3" });
+		assert.deepEqual(events.at(-1), { kind: "end" });
+		// Before any start, the registry's own health() reports no engine link.
+		assert.equal((await registry.health()).status, 503);
+		assert.deepEqual(JSON.parse(registry.metadata().body).envoy.kind, { serverless: {} });
+		await assert.rejects(registry.waitReady(), (err) => err.code === "napi.invalid_state");
+		assert.throws(() => registry.serve(config), (err) => err.code === "napi.invalid_state");
+
+		const bad = await call(registry, { method: "POST", url: "http://h/api/rivet/start" });
+		assert.equal(bad.head.status, 400);
+		assert.equal(JSON.parse(bad.body).code, "invalid");
+
+		await registry.shutdown();
+		await assert.rejects(call(registry, { url: "http://h/api/rivet/health" }), (err) => err.code === "registry.shut_down");
+	});
+
+	test("bad arguments and the other mode are structured rejections", async () => {
+		const registry = new native.CoreRegistry();
+		const token = new native.CancellationToken();
+		const req = { method: "GET", url: "http://h/", headers: {}, body: Buffer.alloc(0) };
+		await assert.rejects(registry.handleServerlessRequest("nope", () => {}, token, config), (err) => err.code === "napi.invalid_argument");
+		await assert.rejects(registry.handleServerlessRequest(req, 42, token, config), (err) => err.code === "napi.invalid_argument");
+		await assert.rejects(registry.handleServerlessRequest(req, () => {}, {}, config), (err) => err.code === "napi.invalid_argument");
+		await assert.rejects(
+			registry.serveListener({ port: 70000 }, config),
+			(err) => err.code === "napi.invalid_argument" && /listener\.port/.test(err.message),
+		);
+
+		const serving = new native.CoreRegistry();
+		const served = serving.serve({ ...config, envoyConnectTimeoutMs: 100 }).catch((err) => err);
+		await assert.rejects(
+			serving.handleServerlessRequest(req, () => {}, token, config),
+			(err) => err.code === "napi.invalid_state",
+		);
+		await serving.shutdown();
+		await served;
 	});
 });

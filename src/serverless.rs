@@ -17,8 +17,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
-use napi::bindgen_prelude::{Buffer, ClassInstance, PromiseRaw, Unknown};
-use napi::Env;
+use napi::bindgen_prelude::{Buffer, ClassInstance, FromNapiValue, Function, JsValue, PromiseRaw, Unknown};
+use napi::threadsafe_function::ThreadsafeFunction;
+use napi::{Env, Status};
 use napi_derive::napi;
 use rivetkit_native_core::error::catalog;
 use rivetkit_native_core::error::validate::invalid;
@@ -30,7 +31,7 @@ use tokio_util::sync::CancellationToken as TokioToken;
 
 use crate::cancellation_token::CancellationToken;
 use crate::error::{reject, spawn_promise};
-use crate::js_callback::{Ignored, JsCallback};
+use crate::js_callback::{Ignored, Returned};
 use crate::registry::{CoreRegistry, JsServeConfig, Slot};
 use crate::types::args;
 
@@ -65,7 +66,40 @@ pub struct JsServerlessStreamEvent {
     pub error: Option<JsServerlessStreamError>,
 }
 
-type StreamCallback = JsCallback<JsServerlessStreamEvent, Ignored>;
+/// `onStreamEvent`. Unlike the actor hooks' weak callbacks
+/// ([`crate::js_callback`]), this one is strong: while a body is being
+/// delivered it keeps Node's event loop alive, as the socket of the request
+/// it answers would (a script that awaits `registry.handler(request)` and
+/// then reads the body must not exit half-way). It is released when the
+/// delivery ends, so it never outlives the response.
+struct StreamCallback(
+    ThreadsafeFunction<JsServerlessStreamEvent, Returned<Ignored>, JsServerlessStreamEvent, Status, true, false, 0>,
+);
+
+impl StreamCallback {
+    /// Wraps `value` if it is a function (on the JS thread).
+    fn from_unknown(value: Unknown<'_>) -> napi::Result<Option<Self>> {
+        if value.get_type()? != napi::ValueType::Function {
+            return Ok(None);
+        }
+        let function: Function<'_, Unknown<'_>, Unknown<'_>> = unsafe { value.cast()? };
+        let raw = function.value();
+        // Same conversion napi-rs applies to a `ThreadsafeFunction` argument.
+        Ok(Some(Self(unsafe { ThreadsafeFunction::from_napi_value(raw.env, raw.value) }?)))
+    }
+
+    /// Calls `onStreamEvent(null, event)` and waits for its promise.
+    async fn call(&self, event: JsServerlessStreamEvent) -> anyhow::Result<()> {
+        let returned = self.0.call_async(Ok(event)).await.map_err(|err| match err.status {
+            Status::PendingException => crate::error::from_js_error("onStreamEvent", err),
+            _ => crate::error::js_callback_unavailable("onStreamEvent", &err.reason),
+        })?;
+        if let Returned::Pending(promise) = returned {
+            promise.await.map_err(|err| crate::error::from_js_error("onStreamEvent", err))?;
+        }
+        Ok(())
+    }
+}
 
 enum Built {
     NotYet,
@@ -116,14 +150,14 @@ impl CoreRegistry {
         let shutdown = self.shutdown.clone();
         let metadata = self.metadata.clone();
         async move {
+            if shutdown.is_cancelled() {
+                return Err(catalog::registry_shut_down().into_anyhow());
+            }
             let mut built = cell.built.lock().await;
             match &*built {
                 Built::Ready(runtime) => return Ok(runtime.clone()),
                 Built::Failed(err) => return Err(err.clone().into_anyhow()),
                 Built::NotYet => {}
-            }
-            if shutdown.is_cancelled() {
-                return Err(catalog::registry_shut_down().into_anyhow());
             }
             let core: Core = {
                 let mut slot = slot.lock().unwrap_or_else(|p| p.into_inner());
@@ -216,7 +250,7 @@ impl CoreRegistry {
             Ok(req) => req,
             Err(err) => return reject(env, err),
         };
-        let on_event: StreamCallback = match JsCallback::from_unknown("onStreamEvent", on_stream_event)? {
+        let on_event = match StreamCallback::from_unknown(on_stream_event)? {
             Some(callback) => callback,
             None => return reject(env, invalid("onStreamEvent", "expected a function")),
         };
