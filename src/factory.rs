@@ -117,11 +117,6 @@ impl JsActorConfig {
         ] {
             ms(field, value, Duration::ZERO)?;
         }
-        for (field, value) in
-            [("maxQueueSize", self.max_queue_size), ("maxQueueMessageSize", self.max_queue_message_size)]
-        {
-            size(field, value, 0)?;
-        }
         let action_timeout = ms("actionTimeoutMs", self.action_timeout_ms, d.action_timeout)?;
         Ok(ActorConfig {
             name: self.name,
@@ -167,6 +162,8 @@ impl JsActorConfig {
             )?,
             dispatch_queue_capacity: d.dispatch_queue_capacity,
             max_schedules: size("maxSchedules", self.max_schedules, d.max_schedules)?,
+            max_queue_size: size("maxQueueSize", self.max_queue_size, d.max_queue_size)?,
+            max_queue_message_size: size("maxQueueMessageSize", self.max_queue_message_size, d.max_queue_message_size)?,
         })
     }
 }

@@ -11,9 +11,10 @@ use futures::future::{BoxFuture, FutureExt};
 use napi::bindgen_prelude::{Buffer, FromNapiValue, JsObjectValue, Object, Unknown};
 use napi::ValueType;
 use napi_derive::napi;
+use rivetkit_native_core::actor::queue::{QueueSendResult, QueueSendStatus};
 use rivetkit_native_core::actor::{
-    ActorContext as CoreContext, ActorHooks, Conn, HttpRequest, HttpResponse, LifecycleHook, ScheduledFire,
-    SerializeReason, StateDelta,
+    ActorContext as CoreContext, ActorHooks, Conn, HttpRequest, HttpResponse, LifecycleHook, QueueSendRequest,
+    ScheduledFire, SerializeReason, StateDelta,
 };
 use rivetkit_native_core::error::catalog;
 use tokio_util::sync::CancellationToken as CoreToken;
@@ -92,6 +93,23 @@ pub struct ActionPayload {
     pub cancel_token: CancellationToken,
 }
 
+/// Payload of `onQueueSend`: a client's `POST /queue/{name}`.
+#[napi(object, object_from_js = false)]
+pub struct QueueSendPayload {
+    pub ctx: ActorContext,
+    /// The transient connection of the request (its params are the
+    /// `x-rivet-conn-params` header).
+    pub conn: ConnHandle,
+    pub request: JsHttpRequest,
+    pub name: String,
+    /// The message body, CBOR.
+    pub body: Buffer,
+    /// Whether the client waits for the consumer's answer.
+    pub wait: bool,
+    pub timeout_ms: Option<f64>,
+    pub cancel_token: CancellationToken,
+}
+
 #[napi(object, object_from_js = false)]
 pub struct RequestPayload {
     pub ctx: ActorContext,
@@ -128,6 +146,7 @@ pub struct JsHooks {
     run: VoidHook<CtxPayload>,
     serialize_state: Option<JsCallback<SerializePayload, Checked<StateDeltaPayload>>>,
     on_request: Option<JsCallback<RequestPayload, Checked<JsHttpResponse>>>,
+    on_queue_send: Option<JsCallback<QueueSendPayload, Checked<crate::queue::JsQueueSendResult>>>,
     actions: HashMap<String, JsCallback<ActionPayload, Buffer>>,
     on_before_connect: VoidHook<ConnectPayload>,
     create_conn_state: Option<JsCallback<ConnStatePayload, Buffer>>,
@@ -154,6 +173,7 @@ impl JsHooks {
             run: hook(callbacks, "run")?,
             serialize_state: hook(callbacks, "serializeState")?,
             on_request: hook(callbacks, "onRequest")?,
+            on_queue_send: hook(callbacks, "onQueueSend")?,
             actions: read_actions(callbacks)?,
             on_before_connect: hook(callbacks, "onBeforeConnect")?,
             create_conn_state: hook(callbacks, "createConnState")?,
@@ -403,6 +423,40 @@ impl ActorHooks for JsHooks {
         self.call_action(ctx, None, name, args, Some(fire), cancel)
     }
 
+    fn on_queue_send(
+        &self,
+        ctx: &CoreContext,
+        conn: &Conn,
+        request: HttpRequest,
+        send: QueueSendRequest,
+        cancel: CoreToken,
+    ) -> Option<BoxFuture<'static, anyhow::Result<QueueSendResult>>> {
+        let hook = self.on_queue_send.clone()?;
+        let payload = QueueSendPayload {
+            ctx: js_ctx(ctx),
+            conn: ConnHandle::new(ctx, conn),
+            request: js_request(request),
+            name: send.name,
+            body: Buffer::from(send.body),
+            wait: send.wait,
+            timeout_ms: send.timeout_ms.map(|t| t as f64),
+            cancel_token: CancellationToken::from_inner(cancel),
+        };
+        Some(
+            async move {
+                let Checked(result) = hook.call(payload).await?;
+                let status = QueueSendStatus::parse(&result.status).ok_or_else(|| {
+                    crate::error::invalid_return(
+                        "onQueueSend",
+                        &format!("status `{}` is not \"completed\" or \"timedOut\"", result.status),
+                    )
+                })?;
+                Ok(QueueSendResult { status, response: result.response.map(|b| b.to_vec()) })
+            }
+            .boxed(),
+        )
+    }
+
     fn on_request(
         &self,
         ctx: &CoreContext,
@@ -488,6 +542,10 @@ pub struct ActorCallbacks {
     pub serialize_state: Option<()>,
     #[napi(ts_type = "(error: null, payload: RequestPayload) => JsHttpResponse | Promise<JsHttpResponse>")]
     pub on_request: Option<()>,
+    /// A client's queue send (`POST /queue/{name}`): check it, then
+    /// `ctx.queue().send` or `enqueueAndWait`; resolve to the status.
+    #[napi(ts_type = "(error: null, payload: QueueSendPayload) => JsQueueSendResult | Promise<JsQueueSendResult>")]
+    pub on_queue_send: Option<()>,
     /// Reject to refuse a connection (its client gets the error).
     #[napi(ts_type = "(error: null, payload: ConnectPayload) => void | Promise<void>")]
     pub on_before_connect: Option<()>,

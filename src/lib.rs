@@ -12,7 +12,8 @@
 //! 2. [`js_callback`]: the one typed wrapper for JavaScript callbacks;
 //! 3. the classes around core objects: [`cancellation_token`], [`conn`]
 //!    (`ConnHandle`), [`kv`], [`schedule`], [`websocket`] (`WebSocket`),
-//!    then [`actor_context`] (`ActorContext`, which hands out the others);
+//!    then [`actor_context`] (`ActorContext`, which hands out the others),
+//!    and [`queue`] (`Queue`, `QueueMessage`, and `ctx.queue()`);
 //! 4. [`unsupported`]: the rest of the `@rivetkit/rivetkit-napi` surface,
 //!    declared so the TypeScript runtime loads and failing only when used,
 //!    including `ActorContext`'s unsupported and no-op methods;
@@ -40,6 +41,7 @@ pub mod schedule;
 pub mod websocket;
 
 pub mod actor_context;
+pub mod queue;
 
 pub mod unsupported;
 

@@ -7,7 +7,7 @@
 //! does not touch them keeps working. A feature that is not built fails
 //! only when it is actually used, with the structured error
 //! `rivetkit-native.unsupported` (HTTP 400) whose message and
-//! `metadata.feature` name the method (e.g. `Queue.send`). Calls that are
+//! `metadata.feature` name the method (e.g. `JsNativeDatabase.exec`). Calls that are
 //! harmless without the feature (tracing, telemetry, hibernation
 //! bookkeeping) succeed as no-ops instead; each says so.
 //!
@@ -22,7 +22,6 @@ pub(crate) use crate::error::{reject_unsupported as reject, unsupported as fail}
 
 pub mod bookkeeping;
 pub mod inspector;
-pub mod queue;
 pub mod sqlite;
 pub mod streams;
 pub mod telemetry;

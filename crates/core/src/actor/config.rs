@@ -30,8 +30,12 @@ pub struct ActorConfig {
     /// Capacity of the task's client-traffic queue; a full queue answers
     /// `actor.overloaded` instead of growing without bound.
     pub dispatch_queue_capacity: usize,
-    /// Pending scheduled actions an actor may hold (`maxSchedules`).
+    /// Pending scheduled actions and cron jobs an actor may hold (`maxSchedules`).
     pub max_schedules: usize,
+    /// Messages the queue holds at most (`maxQueueSize`).
+    pub max_queue_size: usize,
+    /// Bytes of one queue message at most (`maxQueueMessageSize`).
+    pub max_queue_message_size: usize,
 }
 
 impl Default for ActorConfig {
@@ -59,6 +63,8 @@ impl Default for ActorConfig {
             max_outgoing_message_size: 1_048_576,
             dispatch_queue_capacity: 1024,
             max_schedules: super::schedule::DEFAULT_MAX_SCHEDULES,
+            max_queue_size: super::queue::limits::DEFAULT_MAX_QUEUE_SIZE,
+            max_queue_message_size: super::queue::limits::DEFAULT_MAX_MESSAGE_SIZE,
         }
     }
 }

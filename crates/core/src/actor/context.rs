@@ -46,8 +46,10 @@ struct Inner {
     save_interval: Duration,
     /// The alarm (ms since the epoch), persisted with the actor record.
     alarm: watch::Sender<Option<i64>>,
-    /// Scheduled actions (`schedule.after/at`).
+    /// Scheduled actions (`schedule.after/at`) and cron jobs.
     schedule: super::schedule::Schedule,
+    /// The message queue (`ctx.queue()`).
+    queue: super::queue::Queue,
     /// The wake-up time last pushed to the engine (`None`: nothing pushed yet).
     pushed_alarm: Mutex<Option<Option<i64>>>,
     /// Whether the `run` handler is running; `restart_run` asks the task
@@ -124,6 +126,10 @@ impl ActorContext {
             save_interval: config.state_save_interval,
             alarm: watch::channel(None).0,
             schedule: super::schedule::Schedule::with_limit(config.max_schedules),
+            queue: super::queue::Queue::new(super::queue::Limits::new(
+                config.max_queue_size,
+                config.max_queue_message_size,
+            )),
             pushed_alarm: Mutex::new(None),
             run_active: AtomicBool::new(false),
             run_restart: tokio::sync::Notify::new(),
@@ -515,9 +521,14 @@ impl ActorContext {
         self.0.link.set_alarm(&self.0.actor_id, self.0.generation, next);
     }
 
-    /// Scheduled actions.
+    /// Scheduled actions and cron jobs.
     pub fn schedule(&self) -> &super::schedule::Schedule {
         &self.0.schedule
+    }
+
+    /// The message queue.
+    pub fn queue(&self) -> &super::queue::Queue {
+        &self.0.queue
     }
 
     /// Restores the persisted alarm at start without pushing it again.

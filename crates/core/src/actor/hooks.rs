@@ -74,6 +74,19 @@ pub struct HttpRequest {
     pub body: Vec<u8>,
 }
 
+/// What a client's `POST /queue/{name}` asks for.
+#[derive(Debug, Clone, Default)]
+pub struct QueueSendRequest {
+    /// The queue name, percent-decoded from the path.
+    pub name: String,
+    /// The message body, CBOR.
+    pub body: Vec<u8>,
+    /// Whether the client waits for the consumer's answer.
+    pub wait: bool,
+    /// How long it waits, in ms.
+    pub timeout_ms: Option<u64>,
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct HttpResponse {
     pub status: u16,
@@ -196,6 +209,22 @@ pub trait ActorHooks: Send + Sync + 'static {
         cancel: CancellationToken,
     ) -> Option<BoxFuture<'static, anyhow::Result<Vec<u8>>>> {
         self.action(ctx, None, name, args, cancel)
+    }
+
+    /// `onQueueSend({ctx, conn, request, name, body, wait, timeoutMs,
+    /// cancelToken})`: a client's queue send, on a transient connection.
+    /// The host checks the queue's schema and permissions, then sends (or
+    /// enqueues and waits) through `ctx.queue()`. `None` when not defined:
+    /// the client gets `actor.queue_send_not_handled`.
+    fn on_queue_send(
+        &self,
+        _ctx: &ActorContext,
+        _conn: &Conn,
+        _request: HttpRequest,
+        _send: QueueSendRequest,
+        _cancel: CancellationToken,
+    ) -> Option<BoxFuture<'static, anyhow::Result<super::queue::QueueSendResult>>> {
+        None
     }
 
     /// `onRequest({ctx, request, cancelToken})`. `cancel` fires when the core

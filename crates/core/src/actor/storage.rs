@@ -13,6 +13,8 @@
 //! | `[3, event id]`             | scheduled actions (binary, see [`super::schedule`]) |
 //! | `[4, key..]`                | user KV (`ActorContext.kv()`), key bytes appended as-is |
 //! | `[5, conn id, 0, write, index]` | chunks of connection records too large for one value ([`super::conn_store`]) |
+//! | `[6, ..]`                   | the actor's message queue ([`super::queue::store`]) |
+//! | `[7, ..]`                   | cron jobs and their history ([`super::cron::store`]) |
 //!
 //! The header is `u16 LE version (1)`, `u8 flags` (bit 0 initialized, bit 1
 //! alarm set, bit 2 state chunked), the alarm as `i64 LE` ms since the
@@ -39,6 +41,8 @@ pub const ACTOR_RECORD_KEY: &[u8] = &[1];
 pub const CONN_PREFIX: u8 = 2;
 pub const USER_KV_PREFIX: u8 = 4;
 pub const CONN_CHUNK_PREFIX: u8 = 5;
+pub const QUEUE_PREFIX: u8 = 6;
+pub const CRON_PREFIX: u8 = 7;
 
 const RECORD_VERSION: u16 = 1;
 const FLAG_INITIALIZED: u8 = 1;

@@ -10,5 +10,6 @@ pub mod encoding;
 pub mod error_body;
 #[cfg(test)]
 pub(crate) mod proptests;
+pub mod queue;
 
 pub use encoding::Encoding;

@@ -2,8 +2,9 @@
 
 use tokio::sync::oneshot;
 
+use crate::actor::queue::QueueSendResult;
 use crate::actor::websocket::RawWebSocket;
-use crate::actor::{Conn, HttpRequest, HttpResponse};
+use crate::actor::{Conn, HttpRequest, HttpResponse, QueueSendRequest};
 
 pub type Reply<T> = oneshot::Sender<anyhow::Result<T>>;
 
@@ -44,6 +45,15 @@ pub enum DispatchCommand {
         args: Vec<u8>,
         reply: Reply<Vec<u8>>,
     },
+    /// A client's `POST /queue/{name}`, admitted once: a transient
+    /// connection is connected, `onQueueSend` runs on it, and it is
+    /// disconnected before the reply.
+    QueueSend {
+        params: Vec<u8>,
+        request: HttpRequest,
+        send: QueueSendRequest,
+        reply: Reply<QueueSendResult>,
+    },
     /// Runs the connect hooks and registers the connection.
     Connect {
         conn: Conn,
@@ -72,6 +82,7 @@ impl DispatchCommand {
         match self {
             DispatchCommand::Http { reply, .. } => reply.is_closed(),
             DispatchCommand::Action { reply, .. } | DispatchCommand::HttpAction { reply, .. } => reply.is_closed(),
+            DispatchCommand::QueueSend { reply, .. } => reply.is_closed(),
             DispatchCommand::Connect { reply, .. }
             | DispatchCommand::Subscribe { reply, .. }
             | DispatchCommand::OpenWebSocket { reply, .. } => reply.is_closed(),

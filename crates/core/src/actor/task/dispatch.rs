@@ -62,6 +62,14 @@ impl ActorTask {
                     http_action(self.ctx.clone(), self.factory.clone(), params, request, name, args, cancel.clone());
                 self.spawn_tracked_reply(fut, None, cancel, reply);
             }
+            DispatchCommand::QueueSend { params, request, send, reply } => {
+                if let Err(err) = self.admit() {
+                    let _ = reply.send(Err(err.context(self.ctx.specifier())));
+                    return;
+                }
+                let fut = queue_send(self.ctx.clone(), self.factory.clone(), params, request, send, cancel.clone());
+                self.spawn_tracked_reply(fut, None, cancel, reply);
+            }
             DispatchCommand::Connect { conn, request, reply } => {
                 if let Err(err) = self.admit() {
                     let _ = reply.send(Err(err.context(self.ctx.specifier())));
@@ -213,6 +221,39 @@ fn http_action(
                 .unwrap_or_else(|_| Err(catalog::action_timed_out().into_anyhow())),
             None => Err(RivetError::new("actor", "action_not_found", format!("Action `{name}` was not found."))
                 .with_metadata(serde_json::json!({ "name": name }))
+                .into_anyhow()),
+        };
+        if ctx.end_conn(&conn) {
+            if let Some(fut) = factory.hooks.on_disconnect(&ctx, &conn) {
+                if let Err(err) = super::with_timeout("onDisconnect", factory.config.on_connect_timeout, fut).await {
+                    tracing::warn!(conn = conn.id(), error = %format!("{err:#}"), "onDisconnect failed");
+                }
+            }
+        }
+        result
+    })
+}
+
+/// A client's queue send: connect a transient connection (each connect
+/// hook bounded by its timeout), run `onQueueSend` on it (bounded by the
+/// request timeout, as the reference bounds it), then disconnect it,
+/// `onDisconnect` included, whatever the outcome.
+fn queue_send(
+    ctx: crate::actor::ActorContext,
+    factory: crate::actor::ActorFactory,
+    params: Vec<u8>,
+    request: crate::actor::HttpRequest,
+    send: crate::actor::QueueSendRequest,
+    cancel: CancellationToken,
+) -> BoxFuture<'static, anyhow::Result<crate::actor::queue::QueueSendResult>> {
+    Box::pin(async move {
+        let conn = crate::actor::Conn::new(crate::actor::conn::new_id(), params, None, None);
+        connect_hooks(ctx.clone(), factory.clone(), conn.clone(), Some(request.clone())).await?;
+        let result = match factory.hooks.on_queue_send(&ctx, &conn, request, send, cancel) {
+            Some(fut) => tokio::time::timeout(factory.config.on_request_timeout, fut)
+                .await
+                .unwrap_or_else(|_| Err(catalog::action_timed_out().into_anyhow())),
+            None => Err(RivetError::new("actor", "queue_send_not_handled", "The actor has no `onQueueSend` handler.")
                 .into_anyhow()),
         };
         if ctx.end_conn(&conn) {

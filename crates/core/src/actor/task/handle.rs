@@ -7,7 +7,8 @@ use tokio::task::JoinHandle;
 use super::commands::{DispatchCommand, LifecycleCommand, Reply, ShutdownKind};
 use std::sync::Arc;
 
-use crate::actor::{ActorConfig, ActorContext, Conn, HttpRequest, HttpResponse};
+use crate::actor::queue::QueueSendResult;
+use crate::actor::{ActorConfig, ActorContext, Conn, HttpRequest, HttpResponse, QueueSendRequest};
 use crate::error::{catalog, RivetError};
 
 #[derive(Clone)]
@@ -114,6 +115,19 @@ impl ActorTaskHandle {
     ) -> anyhow::Result<Vec<u8>> {
         let (tx, rx) = oneshot::channel();
         self.dispatch(DispatchCommand::HttpAction { params, request, name, args, reply: tx }, "run an action")?;
+        rx.await.map_err(|_| catalog::actor_stopping(None).into_anyhow())?
+    }
+
+    /// `POST /queue/{name}` in one trip: connect a transient connection
+    /// with `params`, run `onQueueSend` on it, disconnect it.
+    pub async fn queue_send(
+        &self,
+        params: Vec<u8>,
+        request: HttpRequest,
+        send: QueueSendRequest,
+    ) -> anyhow::Result<QueueSendResult> {
+        let (tx, rx) = oneshot::channel();
+        self.dispatch(DispatchCommand::QueueSend { params, request, send, reply: tx }, "dispatch_queue_send")?;
         rx.await.map_err(|_| catalog::actor_stopping(None).into_anyhow())?
     }
 

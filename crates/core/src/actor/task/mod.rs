@@ -118,6 +118,7 @@ impl ActorTask {
         let mut alarm = self.ctx.subscribe_alarm();
         let mut scheduled = self.ctx.schedule().subscribe();
         let mut conns = self.ctx.conns().subscribe_count();
+        let mut queue_waits = self.ctx.queue().subscribe_waits();
         loop {
             let grace_deadline = self.grace.as_ref().map(|g| g.deadline);
             let phase = self.ctx.phase();
@@ -159,6 +160,8 @@ impl ActorTask {
                 Some(_) = self.inflight.join_next(), if !self.inflight.is_empty() => {}
                 _ = activity.changed() => self.sleep_deadline = None,
                 _ = conns.changed() => self.sleep_deadline = None,
+                // Re-checks the sleep rule (a `run` blocked on the queue).
+                _ = queue_waits.changed() => {}
                 result = poll_grace_hook(&mut self.grace), if self.grace.as_ref().is_some_and(|g| g.hook.is_some()) => {
                     if let Err(err) = result {
                         tracing::warn!(error = %format!("{err:#}"), "stop hook failed");
@@ -213,13 +216,15 @@ impl ActorTask {
     }
 
     /// idle means started, sleep allowed, nothing in
-    /// flight and no keep-awake region open.
+    /// flight and no keep-awake region open. A `run` handler counts as
+    /// idle while a receive is blocked on the queue (the reference's rule:
+    /// the stop aborts the wait, and the next generation runs it again).
     fn can_sleep(&self) -> bool {
         self.ctx.phase() == Phase::Started
             && !self.factory.config.no_sleep
             && !self.ctx.sleep_requested()
             && self.inflight.is_empty()
-            && self.run.is_none()
+            && (self.run.is_none() || self.ctx.queue().blocked_receives() > 0)
             && self.ctx.activity().open_regions() == 0
             && self.ctx.conns().is_empty()
     }

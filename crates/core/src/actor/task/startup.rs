@@ -41,6 +41,8 @@ async fn run_start_hooks(ctx: ActorContext, factory: ActorFactory) -> anyhow::Re
     ctx.restore_alarm(record.as_ref().and_then(|r| r.alarm));
     schedule::load(&ctx).await?;
     ctx.sync_engine_alarm();
+    // Queued messages (their headers) for the consumers this start runs.
+    crate::actor::queue::load(&ctx).await?;
 
     // Hibernatable connections of the previous generation: registered
     // (without hooks) and handed to the envoy, which reopens the sockets

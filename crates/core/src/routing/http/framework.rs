@@ -5,6 +5,7 @@
 use rivet_envoy_client::config::{HttpRequest as EnvoyRequest, HttpResponse as EnvoyResponse};
 
 use super::action::{self, method_not_allowed};
+use super::queue;
 use super::response;
 use super::route::Route;
 use crate::actor::ActorTaskHandle;
@@ -30,7 +31,7 @@ pub(super) async fn handle(
     let get = request.method == "GET";
     let mut response = match route {
         Route::Action(name) => action::handle(handle, &request, name, body, encoding).await?,
-        Route::Queue(_) => error(catalog::unsupported("queues"))?,
+        Route::Queue(name) => queue::handle(handle, &request, name, body, encoding).await?,
         Route::Root if get => response::text(200, ROOT_TEXT),
         Route::Health if get => response::text(200, "ok"),
         Route::Metadata if get => response::json(200, &metadata_body()),

@@ -9,6 +9,7 @@ mod action;
 mod framework;
 #[cfg(test)]
 mod proptests;
+mod queue;
 mod raw;
 mod response;
 mod route;

@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 use super::handle_fetch;
 use crate::actor::context::ActorIdentity;
 use crate::actor::link::MemoryLink;
+use crate::actor::queue::{self, QueueSendResult, QueueSendStatus};
 use crate::actor::{ActorConfig, ActorContext, ActorFactory, ActorHooks, ActorKey};
 use crate::dispatcher::Dispatcher;
 use crate::error::RivetError;
@@ -45,6 +46,39 @@ impl ActorHooks for Actions {
             _ => return None,
         };
         Some(fut)
+    }
+
+    /// `jobs` queues (or enqueues and waits, answering `timedOut` at the
+    /// timeout); `private` refuses with `auth.forbidden`.
+    fn on_queue_send(
+        &self,
+        ctx: &ActorContext,
+        _conn: &crate::actor::Conn,
+        _request: crate::actor::HttpRequest,
+        send: crate::actor::QueueSendRequest,
+        _cancel: CancellationToken,
+    ) -> Option<BoxFuture<'static, anyhow::Result<QueueSendResult>>> {
+        let ctx = ctx.clone();
+        Some(
+            async move {
+                if send.name == "private" {
+                    return Err(RivetError::new("auth", "forbidden", "Forbidden").into_anyhow());
+                }
+                if !send.wait {
+                    queue::send(&ctx, &send.name, send.body).await?;
+                    return Ok(QueueSendResult { status: QueueSendStatus::Completed, response: None });
+                }
+                let timeout = send.timeout_ms.map(Duration::from_millis);
+                match queue::enqueue_and_wait(&ctx, &send.name, send.body, timeout, None).await {
+                    Ok(response) => Ok(QueueSendResult { status: QueueSendStatus::Completed, response }),
+                    Err(err) if RivetError::extract(&err).code == "timed_out" => {
+                        Ok(QueueSendResult { status: QueueSendStatus::TimedOut, response: None })
+                    }
+                    Err(err) => Err(err),
+                }
+            }
+            .boxed(),
+        )
     }
 }
 
@@ -216,12 +250,44 @@ async fn errors_follow_the_request_encoding() {
 }
 
 #[tokio::test]
-async fn queues_are_unsupported_in_the_request_encoding() {
+async fn queue_sends_in_each_encoding_and_their_failures() {
     let d = started_dispatcher().await;
-    let r = fetch(&d, request("POST", "/queue/jobs", Some("cbor"), vec![])).await;
+    let ctx = d.active_actor(ACTOR).unwrap().context().clone();
+
+    let r = fetch(&d, post_json("/queue/jobs", json!({"body": {"n": 1}}))).await;
+    assert_eq!((r.status, json_body(&r)), (200, json!({"status": "completed"})));
+    assert_eq!(r.headers["x-rivet-actor"], ACTOR);
+    let body = to_cbor(&json!({"body": [2]})).unwrap();
+    let r = fetch(&d, request("POST", "/queue/jobs", Some("cbor"), body)).await;
+    assert_eq!(from_cbor::<Value>(r.body.as_ref().unwrap()).unwrap(), json!({"status": "completed"}));
+    let received = queue::next_batch(&ctx, queue::Receive { count: 5, ..Default::default() }).await.unwrap();
+    let bodies: Vec<Value> = received.iter().map(|m| cbor_to_json(&m.body).unwrap()).collect();
+    assert_eq!(bodies, [json!({"n": 1}), json!([2])]);
+
+    // Waiting: the consumer's answer, or `timedOut`.
+    let consumer = {
+        let ctx = ctx.clone();
+        tokio::spawn(async move {
+            let receive = queue::Receive { count: 1, completable: true, ..Default::default() };
+            let message = queue::next_batch(&ctx, receive).await.unwrap().pop().unwrap();
+            message.complete(Some(to_cbor(&json!("done")).unwrap())).await.unwrap();
+        })
+    };
+    let r = fetch(&d, post_json("/queue/jobs", json!({"body": 3, "wait": true}))).await;
+    assert_eq!(json_body(&r), json!({"status": "completed", "response": "done"}));
+    consumer.await.unwrap();
+    let r = fetch(&d, post_json("/queue/jobs", json!({"body": 4, "wait": true, "timeout": 10}))).await;
+    assert_eq!(json_body(&r), json!({"status": "timedOut"}));
+
+    // Failures: in the request's encoding, with the actor's headers.
+    let r = fetch(&d, request("GET", "/queue/jobs", Some("cbor"), vec![])).await;
+    assert_eq!(r.status, 405);
+    let r = fetch(&d, request("POST", "/queue/jobs", Some("cbor"), vec![0xff])).await;
     assert_eq!(r.status, 400);
-    let body: Value = from_cbor(r.body.as_ref().unwrap()).unwrap();
-    assert_eq!((body["group"].as_str(), body["code"].as_str()), (Some("rivetkit-native"), Some("unsupported")));
+    let r = fetch(&d, post_json("/queue/jobs", json!({"body": "x".repeat(100)}))).await;
+    assert_eq!((r.status, json_body(&r)["code"].as_str()), (400, Some("incoming_too_long")));
+    let r = fetch(&d, post_json("/queue/private", json!({"body": 1}))).await;
+    assert_eq!((r.status, json_body(&r)["code"].as_str()), (403, Some("forbidden")));
     assert_eq!(r.headers["x-rivet-actor"], ACTOR);
 }
 

@@ -1,0 +1,72 @@
+//! The queue's limits and its structured errors (docs/errors.md). Every
+//! `queue.*` error here is public (status 400), as in the reference.
+
+use serde_json::json;
+
+use crate::actor::kv::MAX_VALUE_SIZE;
+use crate::error::RivetError;
+
+/// The reference's default `maxQueueSize`.
+pub const DEFAULT_MAX_QUEUE_SIZE: usize = 1000;
+/// The reference's default `maxQueueMessageSize`.
+pub const DEFAULT_MAX_MESSAGE_SIZE: usize = 65_536;
+
+/// The limits of one actor's queue, fixed for a generation's life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Messages the queue holds at most (`maxQueueSize`, at least 1).
+    pub max_size: usize,
+    /// Bytes one message takes at most: its body, its name and 9 bytes of
+    /// header (`maxQueueMessageSize`). A body is one KV value, so a larger
+    /// setting is lowered to the engine's value limit.
+    pub max_message_size: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self::new(DEFAULT_MAX_QUEUE_SIZE, DEFAULT_MAX_MESSAGE_SIZE)
+    }
+}
+
+impl Limits {
+    pub fn new(max_size: usize, max_message_size: usize) -> Self {
+        Self { max_size: max_size.max(1), max_message_size: max_message_size.min(MAX_VALUE_SIZE) }
+    }
+}
+
+pub fn full(limit: usize) -> RivetError {
+    RivetError::new("queue", "full", format!("Queue is full. Limit is {limit} messages."))
+        .with_metadata(json!({ "limit": limit }))
+}
+
+pub fn message_too_large(size: usize, limit: usize) -> RivetError {
+    RivetError::new(
+        "queue",
+        "message_too_large",
+        format!("Queue message too large ({size} bytes). Limit is {limit} bytes."),
+    )
+    .with_metadata(json!({ "size": size, "limit": limit }))
+}
+
+pub fn timed_out(timeout_ms: u64) -> RivetError {
+    RivetError::new("queue", "timed_out", format!("Queue wait timed out after {timeout_ms} ms."))
+        .with_metadata(json!({ "timeoutMs": timeout_ms }))
+}
+
+pub fn already_completed() -> RivetError {
+    RivetError::new("queue", "already_completed", "Queue message was already completed.")
+}
+
+pub fn complete_not_configured(name: &str) -> RivetError {
+    RivetError::new(
+        "queue",
+        "complete_not_configured",
+        format!("Queue '{name}' does not support completion responses."),
+    )
+    .with_metadata(json!({ "name": name }))
+}
+
+/// The waiter of an `enqueueAndWait` lost its message (the queue was reset).
+pub fn completion_waiter_dropped() -> RivetError {
+    RivetError::new("queue", "completion_waiter_dropped", "Queue completion waiter dropped before response")
+}

@@ -1,0 +1,508 @@
+//! The actor's durable message queue (`ctx.queue()`, and `POST
+//! /queue/{name}` from clients through the factory's `onQueueSend`).
+//!
+//! Messages are persisted ([`store`]) before `send` resolves and are
+//! received in send order, each at most once unless it is *completable*: a
+//! completable message stays queued until `complete` (or is received again
+//! by a later receive, and by the next generation if this one dies first).
+//! A message sent while the actor sleeps wakes it (the gateway starts the
+//! actor for the request) and waits in storage for its consumer.
+//!
+//! In memory the queue keeps only the headers of its messages (id, name,
+//! time), at most `maxQueueSize` of them; bodies are read when received.
+//! Sends are serialized (one put at a time) so that ids, storage and
+//! visibility follow one order; receives are serialized so that two
+//! receivers never take the same message. A receive blocked waiting for a
+//! message ends when one arrives, at its timeout, when the caller's signal
+//! fires, or when the actor begins to stop (`actor.aborted`). The waiters of
+//! `enqueueAndWait` are one per queued message at most.
+//!
+//! Every write goes through the generation's write fence: a stopped or lost
+//! generation can neither add nor remove messages (`actor.stopping`).
+
+pub mod limits;
+pub mod store;
+mod wait;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::{oneshot, watch, Notify};
+use tokio_util::sync::CancellationToken;
+
+use super::ActorContext;
+pub use limits::Limits;
+use wait::{WaitGuard, Woken};
+
+/// What the queue keeps in memory of one message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Header {
+    pub id: u64,
+    pub name: String,
+    /// ms since the epoch.
+    pub created_at: i64,
+}
+
+/// A received (or just sent) message.
+#[derive(Debug, Clone)]
+pub struct QueueMessage {
+    pub id: u64,
+    pub name: String,
+    pub body: Vec<u8>,
+    pub created_at: i64,
+    completion: Option<Completion>,
+}
+
+/// The answer to a client's `POST /queue/{name}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueSendResult {
+    pub status: QueueSendStatus,
+    /// The consumer's answer (CBOR), when the client waited for one.
+    pub response: Option<Vec<u8>>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QueueSendStatus {
+    Completed,
+    TimedOut,
+}
+
+impl QueueSendStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            QueueSendStatus::Completed => "completed",
+            QueueSendStatus::TimedOut => "timedOut",
+        }
+    }
+
+    /// The status a JavaScript `onQueueSend` returns.
+    pub fn parse(status: &str) -> Option<Self> {
+        match status {
+            "completed" => Some(QueueSendStatus::Completed),
+            "timedOut" => Some(QueueSendStatus::TimedOut),
+            _ => None,
+        }
+    }
+}
+
+/// Which messages a receive takes, and how.
+#[derive(Debug, Clone, Default)]
+pub struct Receive {
+    /// Only messages with one of these names (`None`: any).
+    pub names: Option<BTreeSet<String>>,
+    /// At most this many (at least 1).
+    pub count: usize,
+    /// How long to wait for a first message (`None`: until one arrives).
+    pub timeout: Option<Duration>,
+    /// Leave them queued until `complete`.
+    pub completable: bool,
+    /// The caller's cancellation signal.
+    pub signal: Option<CancellationToken>,
+}
+
+impl Receive {
+    /// `names` as the reference reads them: an empty list means any name.
+    pub fn names(names: Option<Vec<String>>) -> Option<BTreeSet<String>> {
+        names.map(|n| n.into_iter().collect::<BTreeSet<_>>()).filter(|n| !n.is_empty())
+    }
+}
+
+/// The queue of one generation.
+pub struct Queue {
+    limits: Limits,
+    state: Mutex<State>,
+    /// One send at a time: ids, puts and visibility in one order.
+    sending: tokio::sync::Mutex<()>,
+    /// One receive at a time: no message is taken twice.
+    receiving: tokio::sync::Mutex<()>,
+    arrived: Notify,
+    /// Receives blocked waiting for a message.
+    waits: watch::Sender<usize>,
+    /// `enqueueAndWait` callers by message id.
+    completions: Mutex<HashMap<u64, oneshot::Sender<Option<Vec<u8>>>>>,
+}
+
+#[derive(Default)]
+struct State {
+    index: BTreeMap<u64, Header>,
+    next_id: u64,
+}
+
+impl Default for Queue {
+    fn default() -> Self {
+        Self::new(Limits::default())
+    }
+}
+
+impl Queue {
+    pub fn new(limits: Limits) -> Self {
+        Self {
+            limits,
+            state: Mutex::new(State { index: BTreeMap::new(), next_id: 1 }),
+            sending: tokio::sync::Mutex::new(()),
+            receiving: tokio::sync::Mutex::new(()),
+            arrived: Notify::new(),
+            waits: watch::channel(0).0,
+            completions: Mutex::default(),
+        }
+    }
+
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    /// Messages queued now.
+    pub fn len(&self) -> usize {
+        self.state(|s| s.index.len())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The queued messages' headers, in order (the inspector's view).
+    pub fn headers(&self) -> Vec<Header> {
+        self.state(|s| s.index.values().cloned().collect())
+    }
+
+    /// Receives blocked waiting for a message right now.
+    pub fn blocked_receives(&self) -> usize {
+        *self.waits.borrow()
+    }
+
+    pub(crate) fn subscribe_waits(&self) -> watch::Receiver<usize> {
+        self.waits.subscribe()
+    }
+
+    fn state<R>(&self, f: impl FnOnce(&mut State) -> R) -> R {
+        f(&mut self.state.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    fn completions<R>(&self, f: impl FnOnce(&mut HashMap<u64, oneshot::Sender<Option<Vec<u8>>>>) -> R) -> R {
+        f(&mut self.completions.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+}
+
+/// Loads the stored headers (at start, before any hook).
+pub(crate) async fn load(ctx: &ActorContext) -> anyhow::Result<()> {
+    let (headers, stored_next) = store::load(ctx).await?;
+    let last = headers.last().map_or(0, |h| h.id);
+    ctx.queue().state(|s| {
+        s.next_id = stored_next.max(last.saturating_add(1)).max(1);
+        s.index = headers.into_iter().map(|h| (h.id, h)).collect();
+    });
+    Ok(())
+}
+
+/// `queue.send(name, body)`: stored, then visible to receivers.
+pub async fn send(ctx: &ActorContext, name: &str, body: Vec<u8>) -> anyhow::Result<QueueMessage> {
+    enqueue(ctx, name, body, None).await
+}
+
+/// `queue.enqueueAndWait`: sends, then waits for the consumer's
+/// `complete(response)`. Not ended by the actor stopping (the caller's work
+/// is tracked and bounded where it runs), only by `timeout` and `signal`.
+pub async fn enqueue_and_wait(
+    ctx: &ActorContext,
+    name: &str,
+    body: Vec<u8>,
+    timeout: Option<Duration>,
+    signal: Option<&CancellationToken>,
+) -> anyhow::Result<Option<Vec<u8>>> {
+    let (tx, rx) = oneshot::channel();
+    let message = enqueue(ctx, name, body, Some(tx)).await?;
+    let result = wait_for_completion(rx, timeout, signal).await;
+    ctx.queue().completions(|c| c.remove(&message.id));
+    result
+}
+
+async fn wait_for_completion(
+    rx: oneshot::Receiver<Option<Vec<u8>>>,
+    timeout: Option<Duration>,
+    signal: Option<&CancellationToken>,
+) -> anyhow::Result<Option<Vec<u8>>> {
+    if signal.is_some_and(CancellationToken::is_cancelled) {
+        return Err(wait::aborted());
+    }
+    let signalled = async {
+        match signal {
+            Some(signal) => signal.cancelled().await,
+            None => std::future::pending().await,
+        }
+    };
+    let timer = async {
+        match timeout {
+            Some(timeout) => tokio::time::sleep(timeout).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        answer = rx => answer.map_err(|_| limits::completion_waiter_dropped().into_anyhow()),
+        _ = signalled => Err(wait::aborted()),
+        _ = timer => Err(limits::timed_out(timeout.map_or(0, duration_ms)).into_anyhow()),
+    }
+}
+
+async fn enqueue(
+    ctx: &ActorContext,
+    name: &str,
+    body: Vec<u8>,
+    waiter: Option<oneshot::Sender<Option<Vec<u8>>>>,
+) -> anyhow::Result<QueueMessage> {
+    let queue = ctx.queue();
+    let size = store::header_len(name) + body.len();
+    if size > queue.limits.max_message_size {
+        return Err(limits::message_too_large(size, queue.limits.max_message_size).into_anyhow());
+    }
+    let _sending = queue.sending.lock().await;
+    ctx.check_writable()?;
+    let id = queue.state(|s| {
+        if s.index.len() >= queue.limits.max_size {
+            return Err(limits::full(queue.limits.max_size).into_anyhow());
+        }
+        Ok(s.next_id.max(1))
+    })?;
+    let header = Header { id, name: name.to_string(), created_at: super::schedule::now_ms() };
+    store::put(ctx, &header, &body, id.saturating_add(1)).await?;
+    if let Some(waiter) = waiter {
+        queue.completions(|c| c.insert(id, waiter));
+    }
+    queue.state(|s| {
+        s.next_id = id.saturating_add(1);
+        s.index.insert(id, header.clone());
+    });
+    queue.arrived.notify_waiters();
+    Ok(QueueMessage { id, name: header.name, body, created_at: header.created_at, completion: None })
+}
+
+/// `queue.nextBatch`: up to `count` messages, waiting for a first one up to
+/// `timeout`; an empty batch when it passes.
+pub async fn next_batch(ctx: &ActorContext, receive: Receive) -> anyhow::Result<Vec<QueueMessage>> {
+    let names = receive.names.as_ref();
+    match receive_waiting(ctx, &receive, || take(ctx, names, receive.count, receive.completable)).await? {
+        Some(messages) => Ok(messages),
+        None => Ok(Vec::new()),
+    }
+}
+
+/// `queue.waitForNames`: the first message with one of `names`; a timeout
+/// is `queue.timed_out`.
+pub async fn wait_for_names(ctx: &ActorContext, receive: Receive) -> anyhow::Result<QueueMessage> {
+    let names = receive.names.as_ref();
+    let found = receive_waiting(ctx, &receive, || take(ctx, names, 1, receive.completable)).await?;
+    match found.and_then(|mut m| m.pop()) {
+        Some(message) => Ok(message),
+        None => Err(limits::timed_out(receive.timeout.map_or(0, duration_ms)).into_anyhow()),
+    }
+}
+
+/// `queue.waitForNamesAvailable`: resolves once a message with one of
+/// `names` is queued, taking nothing; a timeout is `queue.timed_out`.
+pub async fn wait_for_names_available(ctx: &ActorContext, receive: Receive) -> anyhow::Result<()> {
+    let names = receive.names.as_ref();
+    let found = receive_waiting(ctx, &receive, || {
+        let any = ctx.queue().state(|s| s.index.values().any(|h| matches(names, h)));
+        async move { Ok(if any { vec![()] } else { Vec::new() }) }
+    })
+    .await?;
+    match found {
+        Some(_) => Ok(()),
+        None => Err(limits::timed_out(receive.timeout.map_or(0, duration_ms)).into_anyhow()),
+    }
+}
+
+/// `queue.tryNextBatch`: what is queued now, without waiting.
+pub async fn try_next_batch(
+    ctx: &ActorContext,
+    names: Option<BTreeSet<String>>,
+    count: usize,
+    completable: bool,
+) -> anyhow::Result<Vec<QueueMessage>> {
+    take(ctx, names.as_ref(), count, completable).await
+}
+
+/// Looks with `look` until it finds something, waiting for arrivals in
+/// between; `None` once the timeout passed. A timeout of zero looks once.
+async fn receive_waiting<T, F, Fut>(
+    ctx: &ActorContext,
+    receive: &Receive,
+    mut look: F,
+) -> anyhow::Result<Option<Vec<T>>>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<Vec<T>>>,
+{
+    let queue = ctx.queue();
+    let deadline = receive.timeout.map(|t| tokio::time::Instant::now() + t);
+    loop {
+        let arrived = queue.arrived.notified();
+        tokio::pin!(arrived);
+        arrived.as_mut().enable();
+        let found = look().await?;
+        if !found.is_empty() {
+            return Ok(Some(found));
+        }
+        let remaining = wait::remaining(deadline);
+        if remaining.is_some_and(|r| r.is_zero()) {
+            return Ok(None);
+        }
+        let _blocked = WaitGuard::new(&queue.waits);
+        match wait::wait(arrived, remaining, ctx.abort_token(), receive.signal.as_ref()).await {
+            Woken::Arrived => continue,
+            Woken::TimedOut => return Ok(None),
+            Woken::Aborted => return Err(wait::aborted()),
+        }
+    }
+}
+
+fn matches(names: Option<&BTreeSet<String>>, header: &Header) -> bool {
+    names.is_none_or(|names| names.contains(&header.name))
+}
+
+/// Takes up to `count` matching messages, in order: removed (records
+/// deleted) unless `completable`. A message whose body is missing from
+/// storage is dropped with a warning.
+async fn take(
+    ctx: &ActorContext,
+    names: Option<&BTreeSet<String>>,
+    count: usize,
+    completable: bool,
+) -> anyhow::Result<Vec<QueueMessage>> {
+    let queue = ctx.queue();
+    let _receiving = queue.receiving.lock().await;
+    let selected: Vec<Header> =
+        queue.state(|s| s.index.values().filter(|h| matches(names, h)).take(count.max(1)).cloned().collect());
+    if selected.is_empty() {
+        return Ok(Vec::new());
+    }
+    if !completable {
+        ctx.check_writable()?;
+    }
+    let ids: Vec<u64> = selected.iter().map(|h| h.id).collect();
+    let bodies = store::bodies(ctx, &ids).await?;
+    let mut messages = Vec::with_capacity(selected.len());
+    let mut gone = Vec::new();
+    for (header, body) in selected.into_iter().zip(bodies) {
+        match body {
+            Some(body) => {
+                if !completable {
+                    gone.push(header.id);
+                }
+                let completion = completable.then(|| Completion::new(ctx.clone(), header.id));
+                messages.push(QueueMessage {
+                    id: header.id,
+                    name: header.name,
+                    body,
+                    created_at: header.created_at,
+                    completion,
+                });
+            }
+            None => {
+                tracing::warn!(id = header.id, name = %header.name, "dropping a queue message whose body is missing");
+                gone.push(header.id);
+            }
+        }
+    }
+    if !gone.is_empty() {
+        store::delete(ctx, &gone).await?;
+        queue.state(|s| gone.iter().for_each(|id| drop(s.index.remove(id))));
+    }
+    Ok(messages)
+}
+
+/// Removes message `id` and answers its `enqueueAndWait` caller, if any.
+async fn complete_by_id(ctx: &ActorContext, id: u64, response: Option<Vec<u8>>) -> anyhow::Result<()> {
+    store::delete(ctx, &[id]).await?;
+    let queue = ctx.queue();
+    queue.state(|s| s.index.remove(&id));
+    if let Some(waiter) = queue.completions(|c| c.remove(&id)) {
+        let _ = waiter.send(response);
+    }
+    Ok(())
+}
+
+/// `queue.completePersisted(id, name, response)`: completes the queued
+/// message `id` if it is still queued under `name`; whether it was.
+pub async fn complete_persisted(
+    ctx: &ActorContext,
+    id: u64,
+    expected_name: &str,
+    response: Option<Vec<u8>>,
+) -> anyhow::Result<bool> {
+    let queued = ctx.queue().state(|s| s.index.get(&id).is_some_and(|h| h.name == expected_name));
+    if !queued {
+        return Ok(false);
+    }
+    complete_by_id(ctx, id, response).await?;
+    Ok(true)
+}
+
+/// `queue.reset()`: every message removed; waiting senders are answered
+/// with `queue.completion_waiter_dropped`.
+pub async fn reset(ctx: &ActorContext) -> anyhow::Result<()> {
+    let queue = ctx.queue();
+    let _sending = queue.sending.lock().await;
+    let _receiving = queue.receiving.lock().await;
+    store::delete_all(ctx).await?;
+    queue.state(|s| s.index.clear());
+    queue.completions(|c| c.clear());
+    Ok(())
+}
+
+impl QueueMessage {
+    pub fn is_completable(&self) -> bool {
+        self.completion.is_some()
+    }
+
+    /// `message.complete(response)`: removes a completable message and
+    /// answers its sender. Twice is `queue.already_completed`; a message
+    /// received without `completable` is `queue.complete_not_configured`.
+    pub async fn complete(&self, response: Option<Vec<u8>>) -> anyhow::Result<()> {
+        let Some(completion) = &self.completion else {
+            return Err(limits::complete_not_configured(&self.name).into_anyhow());
+        };
+        completion.complete(response).await
+    }
+}
+
+/// The right to complete one received message, once.
+#[derive(Clone)]
+struct Completion(Arc<CompletionInner>);
+
+struct CompletionInner {
+    ctx: ActorContext,
+    id: u64,
+    done: AtomicBool,
+}
+
+impl std::fmt::Debug for Completion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Completion").field("id", &self.0.id).field("done", &self.0.done).finish()
+    }
+}
+
+impl Completion {
+    fn new(ctx: ActorContext, id: u64) -> Self {
+        Self(Arc::new(CompletionInner { ctx, id, done: AtomicBool::new(false) }))
+    }
+
+    async fn complete(&self, response: Option<Vec<u8>>) -> anyhow::Result<()> {
+        if self.0.done.swap(true, Ordering::AcqRel) {
+            return Err(limits::already_completed().into_anyhow());
+        }
+        let result = complete_by_id(&self.0.ctx, self.0.id, response).await;
+        if result.is_err() {
+            self.0.done.store(false, Ordering::Release);
+        }
+        result
+    }
+}
+
+fn duration_ms(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests;

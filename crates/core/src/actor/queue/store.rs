@@ -1,0 +1,165 @@
+//! The queue's records in the actor's KV (docs/storage.md, "Queue `[6]`").
+//!
+//! | key | value |
+//! |---|---|
+//! | `[6, 0]` | the next message id, `u64` LE |
+//! | `[6, 1, id u64 BE]` | a message's header: `u8` version (1), `i64` LE created at (ms), then the name (UTF-8) |
+//! | `[6, 2, id u64 BE]` | the message's body, as sent |
+//!
+//! A message is one put of its header, its body and the next id: one
+//! engine request (a body is at most one KV value), so it is stored whole
+//! or not at all. Ids are big-endian so that the keys sort in send order.
+//! Only headers are read when an actor starts; bodies are read when a
+//! message is received, so a wake costs a few bytes per queued message
+//! whatever their size.
+
+use super::super::kv::{ENGINE_MAX_KEYS, LIST_PAGE_SIZE};
+use super::super::storage::QUEUE_PREFIX;
+use super::super::ActorContext;
+use super::Header;
+
+const NEXT_ID: u8 = 0;
+const HEADERS: u8 = 1;
+const BODIES: u8 = 2;
+const HEADER_VERSION: u8 = 1;
+/// Headers asked for per list request while loading (small values).
+const HEADER_PAGE: usize = LIST_PAGE_SIZE * 8;
+
+fn key(space: u8, id: u64) -> Vec<u8> {
+    let mut key = vec![QUEUE_PREFIX, space];
+    key.extend_from_slice(&id.to_be_bytes());
+    key
+}
+
+pub(super) fn next_id_key() -> Vec<u8> {
+    vec![QUEUE_PREFIX, NEXT_ID]
+}
+
+pub(super) fn header_key(id: u64) -> Vec<u8> {
+    key(HEADERS, id)
+}
+
+pub(super) fn body_key(id: u64) -> Vec<u8> {
+    key(BODIES, id)
+}
+
+/// Bytes a message takes in its header record (what counts against
+/// `maxQueueMessageSize` with the body).
+pub(super) fn header_len(name: &str) -> usize {
+    9 + name.len()
+}
+
+pub(super) fn encode_header(header: &Header) -> Vec<u8> {
+    let mut out = Vec::with_capacity(header_len(&header.name));
+    out.push(HEADER_VERSION);
+    out.extend_from_slice(&header.created_at.to_le_bytes());
+    out.extend_from_slice(header.name.as_bytes());
+    out
+}
+
+pub(super) fn decode_header(value: &[u8]) -> Option<(i64, String)> {
+    let (&version, rest) = value.split_first()?;
+    if version != HEADER_VERSION || rest.len() < 8 {
+        return None;
+    }
+    let created_at = i64::from_le_bytes(rest[..8].try_into().ok()?);
+    let name = String::from_utf8(rest[8..].to_vec()).ok()?;
+    Some((created_at, name))
+}
+
+fn id_of(key: &[u8]) -> Option<u64> {
+    Some(u64::from_be_bytes(key.get(2..10)?.try_into().ok()?))
+}
+
+/// Every stored header, in id order, and the stored next id (0 if none).
+pub(super) async fn load(ctx: &ActorContext) -> anyhow::Result<(Vec<Header>, u64)> {
+    let link = ctx.link();
+    let stored_next = link
+        .kv_get(ctx.actor_id(), vec![next_id_key()])
+        .await?
+        .into_iter()
+        .next()
+        .flatten()
+        .and_then(|v| Some(u64::from_le_bytes(v.get(..8)?.try_into().ok()?)))
+        .unwrap_or(0);
+    let mut headers = Vec::new();
+    let mut start = vec![QUEUE_PREFIX, HEADERS];
+    let end = vec![QUEUE_PREFIX, HEADERS + 1];
+    loop {
+        let page =
+            link.kv_list_range(ctx.actor_id(), start.clone(), end.clone(), false, Some(HEADER_PAGE as u64)).await?;
+        let full = page.len() >= HEADER_PAGE;
+        if let Some((last, _)) = page.last() {
+            start = last.clone();
+            start.push(0);
+        }
+        for (key, value) in page {
+            match (id_of(&key), decode_header(&value)) {
+                (Some(id), Some((created_at, name))) => headers.push(Header { id, name, created_at }),
+                _ => tracing::warn!(key = ?key, "skipping an unreadable queue message header"),
+            }
+        }
+        if !full {
+            break;
+        }
+    }
+    Ok((headers, stored_next))
+}
+
+/// Stores one message (header, body and next id in one put).
+pub(super) async fn put(ctx: &ActorContext, header: &Header, body: &[u8], next_id: u64) -> anyhow::Result<()> {
+    ctx.check_writable()?;
+    let entries = vec![
+        (next_id_key(), next_id.to_le_bytes().to_vec()),
+        (header_key(header.id), encode_header(header)),
+        (body_key(header.id), body.to_vec()),
+    ];
+    let result = ctx.link().kv_put(ctx.actor_id(), entries, ctx.write_fence().clone()).await;
+    // The envoy drops the put of a generation whose fence closed meanwhile:
+    // say so rather than pass on its error.
+    result.or_else(|err| ctx.check_writable().and(Err(err)))
+}
+
+/// The bodies of `ids` (missing ones as `None`).
+pub(super) async fn bodies(ctx: &ActorContext, ids: &[u64]) -> anyhow::Result<Vec<Option<Vec<u8>>>> {
+    let mut out = Vec::with_capacity(ids.len());
+    for chunk in ids.chunks(ENGINE_MAX_KEYS) {
+        let keys = chunk.iter().map(|id| body_key(*id)).collect();
+        out.extend(ctx.link().kv_get(ctx.actor_id(), keys).await?);
+    }
+    Ok(out)
+}
+
+/// Deletes the records of `ids`.
+pub(super) async fn delete(ctx: &ActorContext, ids: &[u64]) -> anyhow::Result<()> {
+    // Two keys per message, at most the engine's keys per request.
+    for chunk in ids.chunks(ENGINE_MAX_KEYS / 2) {
+        ctx.check_writable()?;
+        let keys = chunk.iter().flat_map(|id| [header_key(*id), body_key(*id)]).collect();
+        ctx.link().kv_delete(ctx.actor_id(), keys).await?;
+    }
+    Ok(())
+}
+
+/// Deletes every message (headers and bodies; the next id stays).
+pub(super) async fn delete_all(ctx: &ActorContext) -> anyhow::Result<()> {
+    ctx.check_writable()?;
+    ctx.link().kv_delete_range(ctx.actor_id(), vec![QUEUE_PREFIX, HEADERS], vec![QUEUE_PREFIX, BODIES + 1]).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn headers_round_trip_and_keys_sort_by_id() {
+        let header = Header { id: 7, name: "jobs".into(), created_at: 1_700_000_000_000 };
+        assert_eq!(decode_header(&encode_header(&header)), Some((header.created_at, header.name.clone())));
+        assert_eq!(encode_header(&header).len(), header_len("jobs"));
+        assert_eq!(decode_header(&[2, 0, 0, 0, 0, 0, 0, 0, 0]), None);
+        assert_eq!(decode_header(&[1, 0]), None);
+        assert!(header_key(255) < header_key(256));
+        assert!(header_key(u64::MAX) < body_key(0));
+        assert_eq!(id_of(&header_key(300)), Some(300));
+    }
+}
