@@ -108,6 +108,8 @@ export declare class ActorContext {
   runtimeState(): Record<string, unknown>
   /** Forgets this generation's `runtimeState()` object. */
   clearRuntimeState(): void
+  /** The actor's message queue. */
+  queue(): Queue
   /** No-op (state-change hooks are driven by the TypeScript runtime). */
   beginOnStateChange(): void
   /** No-op, see `beginOnStateChange`. */
@@ -146,11 +148,6 @@ export declare class ActorContext {
   inspectorSnapshot(): JsInspectorSnapshot
   /** Not supported yet: rejects with `rivetkit-native.unsupported`. */
   verifyInspectorAuth(bearerToken?: string | undefined | null): Promise<void>
-  /**
-   * The actor's message queue. Not supported yet: the handle exists,
-   * its methods reject with `rivetkit-native.unsupported`.
-   */
-  queue(): Queue
   /**
    * The actor's SQLite database. Not supported yet: the handle exists,
    * its statements reject with `rivetkit-native.unsupported`.
@@ -360,30 +357,63 @@ export declare class OutboundCall {
   finish(error?: string | undefined | null): void
 }
 
-/** The actor's message queue (not supported yet). */
+/** The actor's message queue. */
 export declare class Queue {
+  /** Queues a message (persisted before the promise resolves). */
   send(name: string, body: Buffer): Promise<QueueMessage>
+  /** The next message, waiting for one up to `timeoutMs` (`null` then). */
   next(options?: JsQueueNextOptions | undefined | null, signal?: CancellationToken | undefined | null): Promise<QueueMessage | null>
+  /**
+   * Up to `count` messages, waiting for a first one up to `timeoutMs`
+   * (an empty array then).
+   */
   nextBatch(options?: JsQueueNextBatchOptions | undefined | null, signal?: CancellationToken | undefined | null): Promise<Array<QueueMessage>>
+  /** The first message named one of `names`; `queue.timed_out` after `timeoutMs`. */
   waitForNames(names: Array<string>, options?: JsQueueWaitOptions | undefined | null, signal?: CancellationToken | undefined | null): Promise<QueueMessage>
+  /**
+   * Resolves once a message named one of `names` is queued (taking
+   * nothing); `queue.timed_out` after `timeoutMs`.
+   */
   waitForNamesAvailable(names: Array<string>, options?: JsQueueWaitOptions | undefined | null, signal?: CancellationToken | undefined | null): Promise<void>
+  /**
+   * Completes the queued message `messageId` if it is still queued under
+   * `expectedName`; resolves to whether it was.
+   */
   completePersisted(messageId: bigint, expectedName: string, response?: Buffer | undefined | null): Promise<boolean>
+  /**
+   * Queues a message and waits for its consumer's `complete(response)`;
+   * `queue.timed_out` after `timeoutMs`.
+   */
   enqueueAndWait(name: string, body: Buffer, options?: JsQueueEnqueueAndWaitOptions | undefined | null, signal?: CancellationToken | undefined | null): Promise<Buffer | null>
+  /** The next message if one is queued now, else `null` (synchronous). */
   tryNext(options?: JsQueueTryNextOptions | undefined | null): QueueMessage | null
+  /** Up to `count` messages queued now (synchronous). */
   tryNextBatch(options?: JsQueueTryNextBatchOptions | undefined | null): Array<QueueMessage>
-  /** Always 0: nothing can be queued. */
+  /** `maxQueueSize`: the most messages the queue holds. */
   maxSize(): number
+  /** Removes every message. */
   reset(): Promise<void>
+  /** The queued messages (id, name, time), in order. */
   inspectMessages(): Promise<Array<JsQueueInspectMessage>>
 }
 
-/** One queue message. Never handed out yet: every method fails. */
+/**
+ * One message, as sent or received. Completable messages (received with
+ * `completable: true`) stay queued until `complete`.
+ */
 export declare class QueueMessage {
   id(): bigint
   name(): string
+  /** The body as sent (CBOR for the TypeScript runtime). */
   body(): Buffer
+  /** When it was sent, ms since the epoch. */
   createdAt(): number
   isCompletable(): boolean
+  /**
+   * Removes a completable message and answers its sender with
+   * `response`. `queue.complete_not_configured` for a message received
+   * without `completable`; `queue.already_completed` the second time.
+   */
   complete(response?: Buffer | undefined | null): Promise<void>
 }
 
@@ -490,6 +520,11 @@ export interface ActorCallbacks {
   /** The host's latest state, asked for before every save. */
   serializeState?: (error: null, payload: SerializePayload) => StateDeltaPayload | Promise<StateDeltaPayload>
   onRequest?: (error: null, payload: RequestPayload) => JsHttpResponse | Promise<JsHttpResponse>
+  /**
+   * A client's queue send (`POST /queue/{name}`): check it, then
+   * `ctx.queue().send` or `enqueueAndWait`; resolve to the status.
+   */
+  onQueueSend?: (error: null, payload: QueueSendPayload) => JsQueueSendResult | Promise<JsQueueSendResult>
   /** Reject to refuse a connection (its client gets the error). */
   onBeforeConnect?: (error: null, payload: ConnectPayload) => void | Promise<void>
   /** The initial state of a new connection (CBOR). */
@@ -743,6 +778,10 @@ export interface JsQueueEnqueueAndWaitOptions {
 }
 
 export interface JsQueueInspectMessage {
+  /**
+   * Queue message id. Stored as the raw u64 reinterpreted as i64 so JS
+   * sees a plain number; ids are monotonic and fit comfortably in i64.
+   */
   id: number
   name: string
   createdAtMs: number
@@ -761,6 +800,7 @@ export interface JsQueueNextOptions {
   completable?: boolean
 }
 
+/** What `onQueueSend` resolves to: `status` is `"completed"` or `"timedOut"`. */
 export interface JsQueueSendResult {
   status: string
   response?: Buffer
@@ -932,6 +972,24 @@ export interface NativeExecuteResult {
 export interface QueryResult {
   columns: Array<string>
   rows: Array<Array<unknown>>
+}
+
+/** Payload of `onQueueSend`: a client's `POST /queue/{name}`. */
+export interface QueueSendPayload {
+  ctx: ActorContext
+  /**
+   * The transient connection of the request (its params are the
+   * `x-rivet-conn-params` header).
+   */
+  conn: ConnHandle
+  request: JsHttpRequest
+  name: string
+  /** The message body, CBOR. */
+  body: Buffer
+  /** Whether the client waits for the consumer's answer. */
+  wait: boolean
+  timeoutMs?: number
+  cancelToken: CancellationToken
 }
 
 export interface RequestPayload {

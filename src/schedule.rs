@@ -1,7 +1,8 @@
 //! `Schedule` (`ctx.schedule()`): one-shot scheduled actions
-//! (`after`, `at`, `cancel`, `get`, `list`), persisted and fired by the core
-//! (`rivetkit_native_core::actor::schedule`). Cron jobs are not built yet:
-//! those methods reject with `rivetkit-native.unsupported`.
+//! (`after`, `at`, `cancel`, `get`, `list`) and cron jobs (`cronSet`,
+//! `cronEvery`, `cronGet`, `cronList`, `cronDelete`, `cronHistory`),
+//! persisted and fired by the core (`rivetkit_native_core::actor::schedule`
+//! and `::cron`, which document the semantics).
 
 use napi::bindgen_prelude::{Buffer, PromiseRaw, Unknown};
 use napi::Env;
@@ -9,7 +10,9 @@ use napi_derive::napi;
 use rivetkit_native_core::actor::schedule::{self, ScheduledEvent};
 use rivetkit_native_core::actor::ActorContext as CoreContext;
 
-use crate::error::{reject as reject_invalid, reject_unsupported as reject, spawn_promise};
+use rivetkit_native_core::actor::cron::{self, Cadence, CronFire, CronJob};
+
+use crate::error::{reject as reject_invalid, spawn_promise};
 use crate::types::args::{self, ArgResult};
 use rivetkit_native_core::error::validate;
 
@@ -71,10 +74,96 @@ impl From<&schedule::ScheduledFire> for JsScheduledFireInfo {
         Self {
             kind: fire.kind.to_string(),
             id: fire.id.clone(),
-            name: None,
+            name: fire.name.clone(),
             scheduled_at: fire.scheduled_at as f64,
             fired_at: fire.fired_at as f64,
         }
+    }
+}
+
+impl From<CronJob> for JsCronJobInfo {
+    fn from(job: CronJob) -> Self {
+        let (expression, timezone, interval_ms) = match job.cadence {
+            Cadence::Cron { expression, timezone } => (Some(expression), Some(timezone), None),
+            Cadence::Every { interval_ms } => (None, None, Some(interval_ms as f64)),
+        };
+        Self {
+            name: job.name,
+            kind: if interval_ms.is_some() { "every" } else { "cron" }.to_string(),
+            action: job.action,
+            args: Buffer::from(job.args),
+            next_run_at: job.next_run_at as f64,
+            last_run_at: job.last_run_at.map(|t| t as f64),
+            expression,
+            timezone,
+            interval_ms,
+            max_history: job.max_history,
+        }
+    }
+}
+
+impl From<CronFire> for JsCronFire {
+    fn from(fire: CronFire) -> Self {
+        Self {
+            action: fire.action,
+            scheduled_at: fire.scheduled_at as f64,
+            fired_at: fire.fired_at as f64,
+            finished_at: fire.finished_at.map(|t| t as f64),
+            result: fire.result.as_str().to_string(),
+            error: fire.error.map(|e| JsScheduleErrorInfo {
+                group: e.group,
+                code: e.code,
+                message: e.message,
+                metadata: e.metadata,
+            }),
+        }
+    }
+}
+
+/// A whole number (a count or a number of ms) that JavaScript holds
+/// exactly; the core checks its range.
+fn whole(argument: &str, value: Unknown<'_>) -> ArgResult<i64> {
+    let n = args::number(argument, value)?;
+    if !n.is_finite() || n.fract() != 0.0 || n.abs() > validate::MAX_SAFE_INTEGER {
+        return Err(validate::invalid(argument, format!("expected a whole number, got {}", validate::describe(n))));
+    }
+    Ok(n as i64)
+}
+
+fn opt_whole(argument: &str, value: Option<Unknown<'_>>) -> ArgResult<Option<i64>> {
+    value.filter(|v| !args::is_nullish(v)).map(|v| whole(argument, v)).transpose()
+}
+
+/// The arguments `cronSet` and `cronEvery` share.
+struct JobArgs {
+    name: String,
+    action: String,
+    args: Vec<u8>,
+    max_history: Option<i64>,
+}
+
+impl JobArgs {
+    fn read(
+        name: Unknown<'_>,
+        action: Unknown<'_>,
+        cbor_args: Unknown<'_>,
+        max_history: Option<Unknown<'_>>,
+    ) -> ArgResult<Self> {
+        Ok(Self {
+            name: args::string("name", name)?,
+            action: args::string("actionName", action)?,
+            args: args::bytes("args", cbor_args)?,
+            max_history: opt_whole("maxHistory", max_history)?,
+        })
+    }
+
+    /// Checks the name, the cadence and `maxHistory` in the reference's
+    /// order (`schedule.*` errors), then sets the job.
+    async fn set(self, ctx: &CoreContext, cadence: anyhow::Result<Cadence>) -> anyhow::Result<()> {
+        cron::expr::validate_name(&self.name)?;
+        let cadence = cadence?;
+        let max_history = cron::expr::max_history(self.max_history)?;
+        cron::set(ctx, &self.name, cadence, &self.action, self.args, max_history).await
     }
 }
 
@@ -162,43 +251,126 @@ impl Schedule {
         spawn_promise(env, async move { Ok(ctx.schedule().list().into_iter().map(info).collect()) })
     }
 
+    /// Creates or replaces the cron job `name`: `actionName` runs with
+    /// `args` at every occurrence of the five-field `expression` in
+    /// `timezone` (default `UTC`). A job whose expression and time zone are
+    /// unchanged keeps its next run. Its last `maxHistory` fires (default
+    /// 100, at most 1,000) are kept.
     #[napi(
         ts_args_type = "name: string, expression: string, timezone: string | undefined | null, actionName: string, args: Buffer, maxHistory?: number | undefined | null",
         ts_return_type = "Promise<void>"
     )]
-    pub fn cron_set<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
-        reject(env, "Schedule.cronSet")
+    #[allow(clippy::too_many_arguments)]
+    pub fn cron_set<'env>(
+        &self,
+        env: &'env Env,
+        name: Unknown<'env>,
+        expression: Unknown<'env>,
+        timezone: Option<Unknown<'env>>,
+        action_name: Unknown<'env>,
+        args: Unknown<'env>,
+        max_history: Option<Unknown<'env>>,
+    ) -> napi::Result<PromiseRaw<'env, ()>> {
+        let read = || -> ArgResult<(JobArgs, String, Option<String>)> {
+            Ok((
+                JobArgs::read(name, action_name, args, max_history)?,
+                args::string("expression", expression)?,
+                args::opt_string("timezone", timezone)?,
+            ))
+        };
+        let (job, expression, timezone) = match read() {
+            Ok(read) => read,
+            Err(err) => return reject_invalid(env, err),
+        };
+        let ctx = self.ctx.clone();
+        spawn_promise(env, async move { job.set(&ctx, Cadence::cron(&expression, timezone.as_deref())).await })
     }
 
+    /// Creates or replaces the cron job `name`, run every `intervalMs`
+    /// (at least 5,000) from now; an unchanged interval keeps its next run.
     #[napi(
         ts_args_type = "name: string, intervalMs: number, actionName: string, args: Buffer, maxHistory?: number | undefined | null",
         ts_return_type = "Promise<void>"
     )]
-    pub fn cron_every<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
-        reject(env, "Schedule.cronEvery")
+    pub fn cron_every<'env>(
+        &self,
+        env: &'env Env,
+        name: Unknown<'env>,
+        interval_ms: Unknown<'env>,
+        action_name: Unknown<'env>,
+        args: Unknown<'env>,
+        max_history: Option<Unknown<'env>>,
+    ) -> napi::Result<PromiseRaw<'env, ()>> {
+        let read = || -> ArgResult<(JobArgs, i64)> {
+            Ok((JobArgs::read(name, action_name, args, max_history)?, whole("intervalMs", interval_ms)?))
+        };
+        let (job, interval_ms) = match read() {
+            Ok(read) => read,
+            Err(err) => return reject_invalid(env, err),
+        };
+        let ctx = self.ctx.clone();
+        spawn_promise(env, async move { job.set(&ctx, Cadence::every(interval_ms)).await })
     }
 
+    /// The cron job `name`, or `null`.
     #[napi(ts_args_type = "name: string", ts_return_type = "Promise<JsCronJobInfo | null>")]
-    pub fn cron_get<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
-        reject(env, "Schedule.cronGet")
+    pub fn cron_get<'env>(
+        &self,
+        env: &'env Env,
+        name: Unknown<'env>,
+    ) -> napi::Result<PromiseRaw<'env, Option<JsCronJobInfo>>> {
+        let name = match args::string("name", name) {
+            Ok(name) => name,
+            Err(err) => return reject_invalid(env, err),
+        };
+        let ctx = self.ctx.clone();
+        spawn_promise(env, async move {
+            cron::expr::validate_name(&name)?;
+            Ok(ctx.schedule().cron().get(&name).map(JsCronJobInfo::from))
+        })
     }
 
+    /// Every cron job, by next run.
     #[napi(ts_return_type = "Promise<Array<JsCronJobInfo>>")]
-    pub fn cron_list<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
-        reject(env, "Schedule.cronList")
+    pub fn cron_list<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, Vec<JsCronJobInfo>>> {
+        let jobs = self.ctx.schedule().cron().list();
+        spawn_promise(env, async move { Ok(jobs.into_iter().map(JsCronJobInfo::from).collect()) })
     }
 
+    /// Deletes the cron job `name` and its history; resolves to whether
+    /// there was one.
     #[napi(ts_args_type = "name: string", ts_return_type = "Promise<boolean>")]
-    pub fn cron_delete<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
-        reject(env, "Schedule.cronDelete")
+    pub fn cron_delete<'env>(&self, env: &'env Env, name: Unknown<'env>) -> napi::Result<PromiseRaw<'env, bool>> {
+        let name = match args::string("name", name) {
+            Ok(name) => name,
+            Err(err) => return reject_invalid(env, err),
+        };
+        let ctx = self.ctx.clone();
+        spawn_promise(env, async move { cron::delete(&ctx, &name).await })
     }
 
+    /// The job's last `limit` fires (default 20, at most 1,000), newest first.
     #[napi(
         ts_args_type = "name: string, limit?: number | undefined | null",
         ts_return_type = "Promise<Array<JsCronFire>>"
     )]
-    pub fn cron_history<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
-        reject(env, "Schedule.cronHistory")
+    pub fn cron_history<'env>(
+        &self,
+        env: &'env Env,
+        name: Unknown<'env>,
+        limit: Option<Unknown<'env>>,
+    ) -> napi::Result<PromiseRaw<'env, Vec<JsCronFire>>> {
+        let read =
+            || -> ArgResult<(String, Option<i64>)> { Ok((args::string("name", name)?, opt_whole("limit", limit)?)) };
+        let (name, limit) = match read() {
+            Ok(read) => read,
+            Err(err) => return reject_invalid(env, err),
+        };
+        let ctx = self.ctx.clone();
+        spawn_promise(env, async move {
+            let limit = cron::expr::history_limit(limit)?;
+            Ok(cron::history(&ctx, &name, limit).await?.into_iter().map(JsCronFire::from).collect())
+        })
     }
 }
 

@@ -10,6 +10,7 @@ pub mod config;
 pub mod conn;
 pub mod conn_store;
 pub mod context;
+pub mod cron;
 pub mod factory;
 pub mod hooks;
 pub mod key;

@@ -1,4 +1,5 @@
 //! Scheduled actions: `ctx.schedule().after(ms, action, args)` and `.at`.
+//! The actor's cron jobs live beside them ([`super::cron`]).
 //!
 //! An event is persisted under `[3, id]` before the call returns, so a
 //! schedule survives sleep, restart and crashes. The actor's next wake-up is
@@ -40,19 +41,24 @@ pub struct ScheduledEvent {
 /// What the action learns about why it runs (`scheduledFire`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ScheduledFire {
-    /// Always `"at"` here (cron jobs are not built).
+    /// `"at"` for `after`/`at` events, `"cron"` or `"every"` for cron jobs.
     pub kind: &'static str,
+    /// The event's id, or the cron job's name.
     pub id: String,
+    /// The cron job's name (`None` for events).
+    pub name: Option<String>,
     pub scheduled_at: i64,
     pub fired_at: i64,
 }
 
-/// The pending events of one generation.
+/// The pending events and the cron jobs of one generation.
 pub struct Schedule {
     events: Mutex<BTreeMap<String, ScheduledEvent>>,
-    /// The earliest `run_at`, watched by the actor task.
+    /// The earliest `run_at` of the events and the jobs, watched by the
+    /// actor task.
     next: watch::Sender<Option<i64>>,
     limit: std::sync::atomic::AtomicUsize,
+    cron: super::cron::CronJobs,
 }
 
 impl Default for Schedule {
@@ -61,6 +67,7 @@ impl Default for Schedule {
             events: Mutex::default(),
             next: watch::channel(None).0,
             limit: std::sync::atomic::AtomicUsize::new(DEFAULT_MAX_SCHEDULES),
+            cron: super::cron::CronJobs::default(),
         }
     }
 }
@@ -83,18 +90,47 @@ impl Schedule {
 
     /// Changes the events and publishes the new earliest time.
     fn with<R>(&self, f: impl FnOnce(&mut BTreeMap<String, ScheduledEvent>) -> R) -> R {
-        let mut events = self.events.lock().unwrap_or_else(|p| p.into_inner());
-        let out = f(&mut events);
-        let next = events.values().map(|e| e.run_at).min();
+        let out = f(&mut self.events.lock().unwrap_or_else(|p| p.into_inner()));
+        self.publish_next();
+        out
+    }
+
+    /// Publishes the earliest time of the events and the cron jobs.
+    pub(crate) fn publish_next(&self) {
+        let events = self.read(|events| events.values().map(|e| e.run_at).min());
+        let next = match (events, self.cron.earliest()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         self.next.send_if_modified(|current| {
             let changed = *current != next;
             *current = next;
             changed
         });
-        out
     }
 
-    /// The earliest pending event's time.
+    /// The cron jobs.
+    pub fn cron(&self) -> &super::cron::CronJobs {
+        &self.cron
+    }
+
+    /// `Ok` while one more event or job fits under `maxSchedules` (events
+    /// and cron jobs count together, as in the reference).
+    pub(crate) fn check_capacity(&self) -> anyhow::Result<()> {
+        let limit = self.limit.load(std::sync::atomic::Ordering::Relaxed);
+        if self.len() + self.cron.len() < limit {
+            return Ok(());
+        }
+        Err(RivetError::new(
+            "schedule",
+            "max_schedules_exceeded",
+            format!("The actor already has {limit} scheduled events and cron jobs (maxSchedules)."),
+        )
+        .with_metadata(serde_json::json!({ "maxSchedules": limit }))
+        .into_anyhow())
+    }
+
+    /// The earliest time an event or a cron job is due.
     pub fn next(&self) -> Option<i64> {
         *self.next.borrow()
     }
@@ -114,6 +150,7 @@ impl Schedule {
         out
     }
 
+    /// Pending events (cron jobs not included).
     pub fn len(&self) -> usize {
         self.read(|events| events.len())
     }
@@ -150,16 +187,7 @@ pub async fn schedule_at(ctx: &ActorContext, run_at: i64, action: &str, args: Ve
     }
     ctx.check_writable()?;
     let schedule = ctx.schedule();
-    let limit = schedule.limit.load(std::sync::atomic::Ordering::Relaxed);
-    if schedule.len() >= limit {
-        return Err(RivetError::new(
-            "schedule",
-            "max_schedules_exceeded",
-            format!("The actor already has {limit} scheduled events (maxSchedules)."),
-        )
-        .with_metadata(serde_json::json!({ "maxSchedules": limit }))
-        .into_anyhow());
-    }
+    schedule.check_capacity()?;
     let event = ScheduledEvent { id: super::conn::new_id(), action: action.to_string(), args, run_at };
     ctx.link()
         .kv_put(ctx.actor_id(), vec![(event_key(&event.id), encode_event(&event))], ctx.write_fence().clone())

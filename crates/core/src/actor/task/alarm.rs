@@ -1,13 +1,14 @@
-//! The actor's wake-up inside the task: the `setAlarm` alarm (`onAlarm`)
-//! and due scheduled actions (docs/generations.md), fired only while started;
-//! a sleeping actor is started by the engine's alarm and fires them then.
+//! The actor's wake-up inside the task: the `setAlarm` alarm (`onAlarm`),
+//! due scheduled actions and due cron jobs (docs/generations.md,
+//! docs/queues-cron.md), fired only while started; a sleeping actor is
+//! started by the engine's alarm and fires them then.
 
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 use super::{with_timeout, ActorTask};
-use crate::actor::{schedule, LifecycleHook};
+use crate::actor::{cron, schedule, LifecycleHook};
 use crate::error::{catalog, RivetError};
 
 impl ActorTask {
@@ -32,20 +33,72 @@ impl ActorTask {
             }
         }
         let due = self.ctx.schedule().take_due(due_by);
-        if due.is_empty() {
+        let due_jobs = cron::take_due(&self.ctx, due_by, now);
+        if due.is_empty() && due_jobs.is_empty() {
             return;
         }
         self.ctx.sync_engine_alarm();
         for event in due {
             self.fire_scheduled(event, now);
         }
+        for job in due_jobs {
+            self.fire_cron(job);
+        }
+    }
+
+    /// Runs one due cron job as tracked work: its advance and the fire are
+    /// recorded first, then (unless skipped) the action runs, bounded by
+    /// the action timeout, and its outcome is recorded.
+    fn fire_cron(&mut self, dispatch: cron::CronDispatch) {
+        let ctx = self.ctx.clone();
+        let hooks = self.factory.hooks.clone();
+        let timeout = self.factory.config.action_timeout;
+        self.inflight.spawn(async move {
+            let seq = match cron::begin(&ctx, &dispatch).await {
+                Ok(seq) => seq,
+                Err(err) => {
+                    tracing::warn!(job = %dispatch.fire.id, error = %format!("{err:#}"), "could not record a cron fire");
+                    None
+                }
+            };
+            if dispatch.skipped {
+                tracing::debug!(job = %dispatch.fire.id, "cron job still running; this fire is skipped");
+                return;
+            }
+            tracing::debug!(job = %dispatch.fire.id, action = %dispatch.action, "cron job fired");
+            let cancel = tokio_util::sync::CancellationToken::new();
+            let _cancel_on_exit = cancel.clone().drop_guard();
+            let fut = hooks.scheduled_action(&ctx, &dispatch.action, dispatch.args.clone(), &dispatch.fire, cancel);
+            let result = match fut {
+                Some(fut) => match tokio::time::timeout(timeout, fut).await {
+                    Ok(result) => result.map(drop),
+                    Err(_) => Err(catalog::action_timed_out().into_anyhow()),
+                },
+                None => Err(RivetError::new(
+                    "actor",
+                    "action_not_found",
+                    format!("Action `{}` was not found.", dispatch.action),
+                )
+                .into_anyhow()),
+            };
+            if let Err(err) = &result {
+                let e = RivetError::extract(err);
+                tracing::warn!(job = %dispatch.fire.id, action = %dispatch.action, group = %e.group, code = %e.code, error = %e.message, "cron action failed");
+            }
+            cron::finish(&ctx, &dispatch, seq, result.as_ref().err()).await;
+        });
     }
 
     /// Runs one due scheduled action; its record is deleted once it has
     /// finished, whatever the outcome (a failure is logged, not retried).
     fn fire_scheduled(&mut self, event: schedule::ScheduledEvent, now: i64) {
-        let fire =
-            schedule::ScheduledFire { kind: "at", id: event.id.clone(), scheduled_at: event.run_at, fired_at: now };
+        let fire = schedule::ScheduledFire {
+            kind: "at",
+            id: event.id.clone(),
+            name: None,
+            scheduled_at: event.run_at,
+            fired_at: now,
+        };
         let cancel = tokio_util::sync::CancellationToken::new();
         let fut = self.factory.hooks.scheduled_action(&self.ctx, &event.action, event.args, &fire, cancel.clone());
         let ctx = self.ctx.clone();

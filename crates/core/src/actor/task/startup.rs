@@ -40,6 +40,7 @@ async fn run_start_hooks(ctx: ActorContext, factory: ActorFactory) -> anyhow::Re
     // start was not its wake.
     ctx.restore_alarm(record.as_ref().and_then(|r| r.alarm));
     schedule::load(&ctx).await?;
+    crate::actor::cron::load(&ctx).await?;
     ctx.sync_engine_alarm();
     // Queued messages (their headers) for the consumers this start runs.
     crate::actor::queue::load(&ctx).await?;
