@@ -441,11 +441,29 @@ export declare class Schedule {
   get(id: string): Promise<JsScheduledEventInfo | null>
   /** Pending events, earliest first. */
   list(): Promise<Array<JsScheduledEventInfo>>
+  /**
+   * Creates or replaces the cron job `name`: `actionName` runs with
+   * `args` at every occurrence of the five-field `expression` in
+   * `timezone` (default `UTC`). A job whose expression and time zone are
+   * unchanged keeps its next run. Its last `maxHistory` fires (default
+   * 100, at most 1,000) are kept.
+   */
   cronSet(name: string, expression: string, timezone: string | undefined | null, actionName: string, args: Buffer, maxHistory?: number | undefined | null): Promise<void>
+  /**
+   * Creates or replaces the cron job `name`, run every `intervalMs`
+   * (at least 5,000) from now; an unchanged interval keeps its next run.
+   */
   cronEvery(name: string, intervalMs: number, actionName: string, args: Buffer, maxHistory?: number | undefined | null): Promise<void>
+  /** The cron job `name`, or `null`. */
   cronGet(name: string): Promise<JsCronJobInfo | null>
+  /** Every cron job, by next run. */
   cronList(): Promise<Array<JsCronJobInfo>>
+  /**
+   * Deletes the cron job `name` and its history; resolves to whether
+   * there was one.
+   */
   cronDelete(name: string): Promise<boolean>
+  /** The job's last `limit` fires (default 20, at most 1,000), newest first. */
   cronHistory(name: string, limit?: number | undefined | null): Promise<Array<JsCronFire>>
 }
 

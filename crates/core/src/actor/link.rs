@@ -64,6 +64,8 @@ pub struct MemoryLink {
     pub kv: std::sync::Mutex<MemoryKv>,
     pub sleeps: std::sync::atomic::AtomicUsize,
     pub destroys: std::sync::atomic::AtomicUsize,
+    /// The last engine alarm pushed (`None` inside: cleared).
+    pub alarm: std::sync::Mutex<Option<Option<i64>>>,
 }
 
 #[cfg(test)]
@@ -150,5 +152,7 @@ impl EngineLink for MemoryLink {
         let out = self.list(actor_id, |k| k >= start.as_slice() && k < end.as_slice(), reverse, limit);
         Box::pin(async move { Ok(out) })
     }
-    fn set_alarm(&self, _actor_id: &str, _generation: u32, _timestamp_ms: Option<i64>) {}
+    fn set_alarm(&self, _actor_id: &str, _generation: u32, timestamp_ms: Option<i64>) {
+        *self.alarm.lock().unwrap_or_else(|p| p.into_inner()) = Some(timestamp_ms);
+    }
 }

@@ -234,6 +234,7 @@ pub async fn set(
         None => s.insert(job),
     });
     ctx.schedule().publish_next();
+    ctx.sync_engine_alarm();
     let pruned = with_history(ctx, name, |seqs| prune(seqs, max_history)).await?.unwrap_or_default();
     store::delete(ctx, pruned.iter().map(|seq| store::history_key(name, *seq)).collect()).await
 }
@@ -251,6 +252,7 @@ pub async fn delete(ctx: &ActorContext, name: &str) -> anyhow::Result<bool> {
     store::delete_job(ctx, name).await?;
     cron.state(|s| s.jobs.remove(name));
     ctx.schedule().publish_next();
+    ctx.sync_engine_alarm();
     Ok(true)
 }
 

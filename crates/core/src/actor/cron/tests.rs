@@ -1,4 +1,7 @@
 use super::*;
+use std::sync::Arc;
+
+use crate::actor::link::MemoryLink;
 use crate::actor::schedule;
 
 fn code(err: &anyhow::Error) -> String {
@@ -20,18 +23,25 @@ async fn fire_all(ctx: &ActorContext, now: i64, outcome: Option<anyhow::Error>) 
     due
 }
 
+/// The last alarm pushed to the test link's engine.
+fn engine_alarm(link: &MemoryLink) -> Option<Option<i64>> {
+    *link.alarm.lock().unwrap()
+}
+
 fn results(fires: &[CronFire]) -> Vec<&'static str> {
     fires.iter().map(|f| f.result.as_str()).collect()
 }
 
 #[tokio::test]
 async fn jobs_persist_and_share_the_schedule_limit() {
-    let ctx = ActorContext::for_test("a", 1);
+    let link = Arc::new(MemoryLink::default());
+    let ctx = ActorContext::for_test_with("a", 1, link.clone());
     set(&ctx, "tick", every(10_000), "ping", vec![0x80], 5).await.unwrap();
     set(&ctx, "daily", Cadence::cron("0 9 * * *", Some("Europe/Paris")).unwrap(), "report", vec![], 100).await.unwrap();
     let tick = ctx.schedule().cron().get("tick").unwrap();
     assert!(tick.next_run_at > now_ms() && tick.next_run_at <= now_ms() + 10_000);
     assert_eq!(ctx.schedule().next(), Some(tick.next_run_at), "the earliest job is the next wake-up");
+    assert_eq!(engine_alarm(&link), Some(Some(tick.next_run_at)), "pushed to the engine");
     assert_eq!(ctx.schedule().cron().list().len(), 2);
 
     // Setting it again with the same cadence keeps its next run.
@@ -58,6 +68,7 @@ async fn jobs_persist_and_share_the_schedule_limit() {
 
     assert!(delete(&next, "tick").await.unwrap());
     assert!(!delete(&next, "tick").await.unwrap());
+    assert_eq!(engine_alarm(&link), Some(next.schedule().next()), "the engine follows deletes");
     let third = ActorContext::for_test_sharing(&ctx, 3);
     load(&third).await.unwrap();
     assert_eq!(third.schedule().cron().list().iter().map(|j| j.name.as_str()).collect::<Vec<_>>(), ["daily"]);
