@@ -265,15 +265,16 @@ describe("HTTP actions", () => {
 			await stillWorks();
 		});
 
-		test("queues are not supported yet: a structured error in the request encoding", async () => {
+		test("a queue send to an actor without onQueueSend: the reference's masked error, in the request encoding", async () => {
 			const res = await fetch(`${engine.endpoint}/gateway/${actorId}/queue/jobs`, {
 				method: "POST",
 				headers: { "x-rivet-encoding": "cbor" },
 				body: cborEncode({ body: 1 }),
 			});
-			assert.equal(res.status, 400);
+			assert.equal(res.status, 500);
 			const body = cborDecode(Buffer.from(await res.arrayBuffer()));
-			assert.equal(`${body.group}.${body.code}`, "rivetkit-native.unsupported");
+			assert.equal(`${body.group}.${body.code}`, "napi.invalid_state");
+			assert.equal(body.message, "An internal error occurred");
 			await stillWorks();
 		});
 	});

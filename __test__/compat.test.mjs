@@ -123,14 +123,24 @@ describe("unsupported features fail only when used", () => {
 				createState: async () => cborEncode({ n: 0 }),
 				actions: {
 					ping: async () => cborEncode("pong"),
-					queueSend: async (_err, { ctx }) => {
-						const queue = ctx.queue();
-						await queue.send("jobs", cborEncode(1));
-						return cborEncode("sent");
+					runtimeSocket: async (_err, { ctx }) => {
+						await ctx.provisionActorRuntimeSocket();
+						return cborEncode("provisioned");
 					},
-					scheduleCron: async (_err, { ctx }) => {
-						await ctx.schedule().cronEvery("tick", 1000, "ping", cborEncode([]));
-						return cborEncode("scheduled");
+					// Queues and cron jobs are built: the calls RivetKit makes work.
+					queueAndCron: async (_err, { ctx }) => {
+						const queue = ctx.queue();
+						const sent = await queue.send("jobs", cborEncode(1));
+						const [got] = await queue.nextBatch({ names: ["jobs"], count: 1, timeoutMs: 0 });
+						await ctx.schedule().cronEvery("tick", 60_000, "ping", cborEncode([]));
+						const job = await ctx.schedule().cronGet("tick");
+						return cborEncode({
+							sameId: typeof sent.id() === "bigint" && got.id() === sent.id(),
+							name: got.name(),
+							maxSize: queue.maxSize(),
+							job: job.kind,
+							deleted: await ctx.schedule().cronDelete("tick"),
+						});
 					},
 					disconnectSome: async (_err, { ctx }) => {
 						const keep = await ctx.connectConn(cborEncode(null));
@@ -192,10 +202,13 @@ describe("unsupported features fail only when used", () => {
 		await engine?.stop();
 	});
 
-	for (const [action, feature] of [
-		["queueSend", "Queue.send"],
-		["scheduleCron", "Schedule.cronEvery"],
-	]) {
+	test("queues and cron jobs work through the contract's classes", async () => {
+		const res = await actionFetch(engine, actorId, "queueAndCron", { encoding: "json" });
+		assert.equal(res.status, 200, JSON.stringify(res.body));
+		assert.deepEqual(res.body.output, { sameId: true, name: "jobs", maxSize: 1000, job: "every", deleted: true });
+	});
+
+	for (const [action, feature] of [["runtimeSocket", "provisionActorRuntimeSocket"]]) {
 		test(`${action}: the client gets rivetkit-native.unsupported naming ${feature}`, async () => {
 			const res = await actionFetch(engine, actorId, action, { encoding: "json" });
 			assert.equal(res.status, 400, JSON.stringify(res.body));

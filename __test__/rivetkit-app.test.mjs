@@ -332,7 +332,7 @@ describe("RivetKit example app on rivetkit-native", () => {
 
 	test("an unbuilt feature gives the client a structured error; the actor keeps serving", async (t) => {
 		// test/unsupported-server.mjs: the same actors plus `jobs`, whose
-		// `enqueue` uses a queue (`c.queue.send`), not built yet. Its own pool:
+		// `enqueue` uses the actor runtime socket, not built. Its own pool:
 		// after a pool's host restarted, engine 2.3.19 is slow to place new
 		// actors in that pool.
 		app = startApp("test/unsupported-server.mjs", port, { RIVET_POOL: FIXTURE_POOL });
@@ -345,7 +345,7 @@ describe("RivetKit example app on rivetkit-native", () => {
 		const isUnsupported = (err) => {
 			assert.equal(err.group, "rivetkit-native");
 			assert.equal(err.code, "unsupported");
-			assert.match(err.message, /Queue\.send/);
+			assert.match(err.message, /provisionActorRuntimeSocket/);
 			return true;
 		};
 		await assert.rejects(jobs.enqueue({ task: "resize" }), isUnsupported);
@@ -353,10 +353,10 @@ describe("RivetKit example app on rivetkit-native", () => {
 		// `c.cron.every` reaches a native method RivetKit calls without
 		// decoding its error: the client still gets exactly our error, public.
 		await assert.rejects(jobs.every(), (err) => {
-			assert.equal(err.group, "rivetkit-native");
-			assert.equal(err.code, "unsupported");
-			assert.match(err.message, /Schedule\.cronEvery is not supported/);
-			assert.deepEqual(err.metadata, { feature: "Schedule.cronEvery" });
+			assert.equal(err.group, "schedule");
+			assert.equal(err.code, "invalid_interval");
+			assert.equal(err.message, "Schedule interval must be at least 5000 ms; received 1000 ms.");
+			assert.deepEqual(err.metadata, { intervalMs: 1000, minimumMs: 5000 });
 			return true;
 		});
 

@@ -1,7 +1,7 @@
 // Scheduled actions (`ctx.schedule().after/at`) against the real engine:
 // an event scheduled before sleeping wakes the actor and runs its action
-// with `scheduledFire`; get/list/cancel; the maxSchedules limit; cron is
-// not built and says so.
+// with `scheduledFire`; get/list/cancel; the maxSchedules limit, which
+// cron jobs share; a cron job wakes the actor too.
 
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
@@ -51,9 +51,13 @@ describe("schedule", () => {
 					}
 					case "/cancel":
 						return reply({ cancelled: await schedule.cancel(url.searchParams.get("id")) });
-					case "/cron":
-						await schedule.cronEvery("tick", 1_000, "remember", cbor([]));
-						return reply({});
+					case "/cron": {
+						await schedule.cronEvery("tick", Number(url.searchParams.get("interval")), "remember", cbor(["tick"]), 5);
+						const job = await schedule.cronGet("tick");
+						return reply({ kind: job.kind, intervalMs: job.intervalMs, nextRunAt: job.nextRunAt, jobs: (await schedule.cronList()).length });
+					}
+					case "/history":
+						return reply((await schedule.cronHistory("tick")).map((h) => h.result));
 				}
 			} catch (err) {
 				return reply({ error: String(err.message ?? err) }, 400);
@@ -119,11 +123,40 @@ describe("schedule", () => {
 		assert.equal((await call(id, "/list")).body.length, 2, "the actor keeps serving");
 	});
 
-	test("cron is not built and says so", async () => {
+	test("cron jobs count against maxSchedules with the events; bad intervals are refused", async () => {
 		const { actor_id: id } = await create("tiny", "cron");
-		const { status, body } = await call(id, "/cron");
-		assert.equal(status, 400);
-		assert.match(body.error, /unsupported/);
-		assert.match(body.error, /cronEvery/);
+		await call(id, "/at");
+		const { status, body } = await call(id, "/cron?interval=5000");
+		assert.equal(status, 200, JSON.stringify(body));
+		assert.deepEqual([body.kind, body.intervalMs, body.jobs], ["every", 5000, 1]);
+		const full = await call(id, "/at");
+		assert.equal(full.status, 400);
+		assert.match(full.body.error, /schedule\.max_schedules_exceeded|maxSchedules/);
+		// Replacing the job is not a new schedule.
+		assert.equal((await call(id, "/cron?interval=6000")).status, 200);
+		const bad = await call(id, "/cron?interval=1000");
+		assert.equal(bad.status, 400);
+		assert.match(bad.body.error, /invalid_interval/);
+	});
+
+	test("a cron job wakes the sleeping actor and runs its action with scheduledFire", async () => {
+		const { actor_id: id } = await create("sched", "cron");
+		const { body: job } = await call(id, "/cron?interval=5000");
+		const fire = await waitFor(() => fired.find((f) => f.actorId === id && f.scheduledFire?.kind === "every"), {
+			timeoutMs: 30_000,
+			what: "the cron job's action",
+		});
+		assert.deepEqual(fire.args, ["tick"]);
+		assert.deepEqual([fire.scheduledFire.id, fire.scheduledFire.name], ["tick", "tick"]);
+		assert.equal(fire.scheduledFire.scheduledAt, job.nextRunAt);
+		assert.ok(fire.generation >= 2, "the actor slept (1 s idle) and the engine alarm woke it");
+		const history = await waitFor(
+			async () => {
+				const { body } = await call(id, "/history");
+				return body.includes("ok") && body;
+			},
+			{ what: "the fire in the history" },
+		);
+		assert.equal(history.at(-1), "ok");
 	});
 });

@@ -1,7 +1,8 @@
 // Test fixture (not part of the example): the app's actors plus `jobs`,
-// which uses a RivetKit feature that rivetkit-native has not built yet
-// (queues, cron). Lives inside the example so that "rivetkit" resolves from the
-// example's own node_modules, like the app's modules do.
+// which uses a RivetKit feature that rivetkit-native has not built (the
+// actor runtime socket), and gets a schedule error from `c.cron`. Lives
+// inside the example so that "rivetkit" resolves from the example's own
+// node_modules, like the app's modules do.
 //
 //   node test/unsupported-server.mjs
 
@@ -12,14 +13,14 @@ import { registry as app } from "../src/registry.mjs";
 const jobs = actor({
 	state: { submitted: 0 },
 	actions: {
-		// `c.queue.send` fails with `rivetkit-native.unsupported`.
-		enqueue: async (c, job) => {
-			await c.queue.send("jobs", job);
+		// `c.actorRuntimeSocket()` fails with `rivetkit-native.unsupported`.
+		enqueue: async (c) => {
+			await c.actorRuntimeSocket();
 			c.state.submitted += 1;
 		},
-		// `c.cron.every` fails with `rivetkit-native.unsupported` too.
+		// An interval under the minimum: `schedule.invalid_interval`.
 		every: async (c) => {
-			await c.cron.every({ name: "tick", interval: 60_000, action: "ping" });
+			await c.cron.every({ name: "tick", interval: 1_000, action: "ping" });
 		},
 		ping: (c) => `pong (${c.state.submitted} submitted)`,
 	},

@@ -215,7 +215,8 @@ pub trait ActorHooks: Send + Sync + 'static {
     /// cancelToken})`: a client's queue send, on a transient connection.
     /// The host checks the queue's schema and permissions, then sends (or
     /// enqueues and waits) through `ctx.queue()`. `None` when not defined:
-    /// the client gets `actor.queue_send_not_handled`.
+    /// the client gets `napi.invalid_state` (internal, masked), as from the
+    /// reference.
     fn on_queue_send(
         &self,
         _ctx: &ActorContext,

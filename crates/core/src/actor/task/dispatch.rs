@@ -253,8 +253,8 @@ fn queue_send(
             Some(fut) => tokio::time::timeout(factory.config.on_request_timeout, fut)
                 .await
                 .unwrap_or_else(|_| Err(catalog::action_timed_out().into_anyhow())),
-            None => Err(RivetError::new("actor", "queue_send_not_handled", "The actor has no `onQueueSend` handler.")
-                .into_anyhow()),
+            // The reference's answer: an internal error (masked for clients).
+            None => Err(catalog::invalid_state("callback onQueueSend is not configured").into_anyhow()),
         };
         if ctx.end_conn(&conn) {
             if let Some(fut) = factory.hooks.on_disconnect(&ctx, &conn) {
