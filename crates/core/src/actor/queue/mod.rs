@@ -213,9 +213,21 @@ pub async fn enqueue_and_wait(
 ) -> anyhow::Result<Option<Vec<u8>>> {
     let (tx, rx) = oneshot::channel();
     let message = enqueue(ctx, name, body, Some(tx)).await?;
-    let result = wait_for_completion(rx, timeout, signal).await;
-    ctx.queue().completions(|c| c.remove(&message.id));
-    result
+    // The waiter goes when the wait ends, also when the caller drops it.
+    let _waiting = Waiting { queue: ctx.queue(), id: message.id };
+    wait_for_completion(rx, timeout, signal).await
+}
+
+/// Removes an `enqueueAndWait` waiter when its wait ends.
+struct Waiting<'a> {
+    queue: &'a Queue,
+    id: u64,
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.queue.completions(|c| c.remove(&self.id));
+    }
 }
 
 async fn wait_for_completion(
@@ -399,6 +411,8 @@ async fn take(
                     completion,
                 });
             }
+            // Completed meanwhile (completion does not wait for receives).
+            None if !queue.state(|s| s.index.contains_key(&header.id)) => {}
             None => {
                 tracing::warn!(id = header.id, name = %header.name, "dropping a queue message whose body is missing");
                 gone.push(header.id);

@@ -174,3 +174,20 @@ async fn reset_empties_the_queue_and_drops_waiting_senders() {
     assert!(next.queue().is_empty());
     assert_eq!(send(&next, "q", vec![]).await.unwrap().id, 3);
 }
+
+#[tokio::test]
+async fn a_dropped_enqueue_and_wait_leaves_no_waiter() {
+    let ctx = ActorContext::for_test("a", 1);
+    let sender = {
+        let ctx = ctx.clone();
+        tokio::spawn(async move { enqueue_and_wait(&ctx, "q", vec![1], None, None).await })
+    };
+    while ctx.queue().completions(|c| c.len()) == 0 {
+        tokio::task::yield_now().await;
+    }
+    sender.abort();
+    let _ = sender.await;
+    assert_eq!(ctx.queue().completions(|c| c.len()), 0);
+    // The message itself stays queued.
+    assert_eq!(ctx.queue().len(), 1);
+}

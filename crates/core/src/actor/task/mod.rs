@@ -160,8 +160,9 @@ impl ActorTask {
                 Some(_) = self.inflight.join_next(), if !self.inflight.is_empty() => {}
                 _ = activity.changed() => self.sleep_deadline = None,
                 _ = conns.changed() => self.sleep_deadline = None,
-                // Re-checks the sleep rule (a `run` blocked on the queue).
-                _ = queue_waits.changed() => {}
+                // A receive began or stopped waiting: the idle timer starts
+                // over (a `run` blocked on the queue counts as idle).
+                _ = queue_waits.changed() => self.sleep_deadline = None,
                 result = poll_grace_hook(&mut self.grace), if self.grace.as_ref().is_some_and(|g| g.hook.is_some()) => {
                     if let Err(err) = result {
                         tracing::warn!(error = %format!("{err:#}"), "stop hook failed");

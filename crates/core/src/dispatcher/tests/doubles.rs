@@ -85,6 +85,9 @@ pub struct TestHooks {
     pub request_gate: Arc<Mutex<Option<Gate>>>,
     /// When set, the actor has a `run` handler that waits for its abort signal.
     pub has_run: Arc<Mutex<bool>>,
+    /// When set, the `run` handler consumes the queue (recording `took <body>`)
+    /// until the actor stops.
+    pub queue_run: Arc<Mutex<bool>>,
     /// Holds the action named `hang` until released.
     pub action_gate: Arc<Mutex<Option<Gate>>>,
 }
@@ -112,6 +115,24 @@ impl ActorHooks for TestHooks {
         Some(async { Ok(()) }.boxed())
     }
     fn lifecycle(&self, hook: LifecycleHook, ctx: &ActorContext) -> Option<BoxFuture<'static, anyhow::Result<()>>> {
+        if hook == LifecycleHook::Run && *self.queue_run.lock().unwrap() {
+            let (ctx, calls) = (ctx.clone(), self.calls.clone());
+            return Some(
+                async move {
+                    loop {
+                        let receive = crate::actor::queue::Receive { count: 1, ..Default::default() };
+                        match crate::actor::queue::next_batch(&ctx, receive).await {
+                            Ok(messages) => {
+                                messages.iter().for_each(|m| calls.lock().unwrap().push(format!("took {:?}", m.body)))
+                            }
+                            Err(_) if ctx.aborted() => return Ok(()),
+                            Err(err) => return Err(err),
+                        }
+                    }
+                }
+                .boxed(),
+            );
+        }
         if hook == LifecycleHook::Run {
             if !*self.has_run.lock().unwrap() {
                 return None;

@@ -166,6 +166,29 @@ async fn an_active_run_handler_keeps_the_actor_awake_and_ends_on_stop() {
     assert!(!ctx.run_handler_active());
 }
 
+#[tokio::test(start_paused = true)]
+async fn a_run_loop_blocked_on_the_queue_lets_the_actor_sleep() {
+    use crate::actor::queue;
+    let h = Harness::new();
+    *h.hooks.queue_run.lock().unwrap() = true;
+    let ctx = h.start(1).await;
+    advance(Duration::from_secs(20)).await;
+    assert_eq!(sleeps(&h), 0);
+    // A message: the loop takes it, waits again, and the idle timer starts over.
+    queue::send(&ctx, "jobs", vec![7]).await.unwrap();
+    advance(Duration::from_secs(29)).await;
+    assert!(h.hooks.calls().contains(&"took [7]".to_string()), "{:?}", h.hooks.calls());
+    assert_eq!(sleeps(&h), 0);
+    advance(Duration::from_secs(2)).await;
+    assert_eq!(sleeps(&h), 1, "the blocked loop does not keep it awake");
+    assert!(ctx.run_handler_active());
+    // The stop aborts the wait and the loop ends.
+    let (stop, rx) = stop_handle();
+    h.dispatcher.stop_actor("actor", 1, crate::dispatcher::StopReason::SleepIntent, stop).await.unwrap();
+    assert_eq!(rx.await.unwrap(), Ok(()));
+    assert!(!ctx.run_handler_active());
+}
+
 /// A handle kept from a generation that stopped can never write again: the
 /// successor's acknowledged state stays, and nothing of the stale handle
 /// waits forever.
