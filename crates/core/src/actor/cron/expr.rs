@@ -82,7 +82,9 @@ impl Cadence {
     /// first occurrence after now (missed ones are not made up).
     pub fn after(&self, trigger_at: i64, now_ms: i64) -> anyhow::Result<i64> {
         match self {
-            Cadence::Cron { .. } => self.first(now_ms),
+            // Never the occurrence that just fired, even if the clock reads
+            // a little before it (the task fires a wake-up it armed for).
+            Cadence::Cron { .. } => self.first(now_ms.max(trigger_at)),
             Cadence::Every { interval_ms } => {
                 let interval = (*interval_ms).max(MIN_INTERVAL_MS);
                 let steps = now_ms.saturating_sub(trigger_at).max(0) / interval + 1;
@@ -221,6 +223,15 @@ mod tests {
         let first = next_cron(&fall, ny, ms(ny, 2026, 10, 31, 12, 0)).unwrap();
         let second = next_cron(&fall, ny, first).unwrap();
         assert_eq!(second - first, 25 * 3_600_000, "the next day's 01:30, a 25-hour day later");
+    }
+
+    #[test]
+    fn a_cron_fire_read_early_by_the_clock_is_not_repeated() {
+        let cron = Cadence::cron("* * * * *", None).unwrap();
+        let utc = parse_timezone("UTC").unwrap();
+        let at = ms(utc, 2026, 3, 1, 9, 0);
+        assert_eq!(cron.after(at, at - 1).unwrap(), at + 60_000);
+        assert_eq!(cron.after(at, at + 90_000).unwrap(), at + 120_000, "missed ones collapse");
     }
 
     #[test]

@@ -32,6 +32,9 @@ use super::ActorContext;
 use crate::error::RivetError;
 pub use expr::Cadence;
 
+/// The next run of a job whose expression has no further occurrence.
+pub const NEVER: i64 = i64::MAX;
+
 /// One job, as `cronGet` shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CronJob {
@@ -160,9 +163,9 @@ impl CronJobs {
         self.len() == 0
     }
 
-    /// The earliest next run.
+    /// The earliest next run (a job with no next run, [`NEVER`], is left out).
     pub fn earliest(&self) -> Option<i64> {
-        self.state(|s| s.jobs.values().map(|e| e.job.next_run_at).min())
+        self.state(|s| s.jobs.values().map(|e| e.job.next_run_at).filter(|t| *t != NEVER).min())
     }
 
     /// `cronGet(name)`.
@@ -335,7 +338,7 @@ pub(crate) fn take_due(ctx: &ActorContext, due_by: i64, now: i64) -> Vec<CronDis
             let scheduled_at = job.next_run_at;
             job.next_run_at = job.cadence.after(scheduled_at, now).unwrap_or_else(|err| {
                 tracing::warn!(job = %job.name, error = %format!("{err:#}"), "cron job has no next run; it stops");
-                i64::MAX
+                NEVER
             });
             let skipped = running.contains_key(&job.name);
             if !skipped {
