@@ -276,23 +276,25 @@ export declare class CoreRegistry {
   handleServerlessRequest(req: JsServerlessRequest, onStreamEvent: (...args: never[]) => unknown, cancelToken: CancellationToken, config: JsServeConfig): Promise<JsServerlessResponseHead>
 }
 
-/**
- * JavaScript-facing reader for a streaming actor HTTP request (not
- * supported yet).
- */
+/** JavaScript-facing reader for a streaming actor HTTP request. */
 export declare class HttpRequestBodyStream {
+  /** The next chunk of the upload, `null` at its end. */
   read(): Promise<Buffer | null>
+  /** Drops the rest of the upload; a pending `read` resolves `null`. */
   cancel(): Promise<void>
 }
 
-/**
- * JavaScript-facing writer for a streaming actor HTTP response (not
- * supported yet).
- */
+/** JavaScript-facing writer for a streaming actor HTTP response. */
 export declare class HttpResponseBodyStream {
+  /**
+   * Resolves once nobody reads the body any more (the client went away,
+   * or the body was delivered).
+   */
   cancelled(): Promise<void>
+  /** Queues `chunk`; resolves when there is room for it (backpressure). */
   write(chunk: Buffer): Promise<void>
   end(): Promise<void>
+  /** Ends the body with an error: the client sees the response aborted. */
   error(message: string): Promise<void>
 }
 
@@ -747,7 +749,10 @@ export interface JsHttpResponse {
   status?: number
   headers?: Record<string, string>
   body?: Buffer
-  /** Streamed bodies are not supported yet; `true` is refused. */
+  /**
+   * `true`: the body follows through `responseBodyStream`
+   * (docs/streams.md); `body` is then ignored.
+   */
   stream?: boolean
 }
 
@@ -975,6 +980,18 @@ export interface JsSqliteVfsMetrics {
   dbSizePages: number
 }
 
+/**
+ * The `request` of `onRequest`: [`crate::types::JsHttpRequest`] plus the
+ * rest of a streamed upload (`body` holds what arrived with the head).
+ */
+export interface JsStreamedHttpRequest {
+  method: string
+  uri: string
+  headers?: Record<string, string>
+  body?: Buffer
+  bodyStream?: HttpRequestBodyStream
+}
+
 export interface MigratePayload {
   ctx: ActorContext
   isNew: boolean
@@ -1012,8 +1029,10 @@ export interface QueueSendPayload {
 
 export interface RequestPayload {
   ctx: ActorContext
-  request: JsHttpRequest
+  request: JsStreamedHttpRequest
   cancelToken: CancellationToken
+  /** Answer `stream: true` and write the body here (docs/streams.md). */
+  responseBodyStream?: HttpResponseBodyStream
 }
 
 export interface SerializePayload {

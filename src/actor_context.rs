@@ -248,6 +248,7 @@ impl ActorContext {
             uri: r.uri,
             headers: r.headers.unwrap_or_default(),
             body: r.body.map(|b| b.to_vec()).unwrap_or_default(),
+            ..Default::default()
         });
         spawn_promise(env, async move {
             let conn = ctx.connect_conn(params, request).await?;

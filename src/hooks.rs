@@ -16,12 +16,12 @@ use rivetkit_native_core::actor::{
     ActorContext as CoreContext, ActorHooks, Conn, HttpRequest, HttpResponse, LifecycleHook, QueueSendRequest,
     ScheduledFire, SerializeReason, StateDelta,
 };
-use rivetkit_native_core::error::catalog;
 use tokio_util::sync::CancellationToken as CoreToken;
 
 use rivetkit_native_core::actor::RawWebSocket;
 
 use crate::actor_context::ActorContext;
+use crate::body_stream::{HttpRequestBodyStream, HttpResponseBodyStream, JsStreamedHttpRequest};
 use crate::cancellation_token::CancellationToken;
 use crate::conn::ConnHandle;
 use crate::js_callback::{Ignored, JsCallback};
@@ -113,8 +113,10 @@ pub struct QueueSendPayload {
 #[napi(object, object_from_js = false)]
 pub struct RequestPayload {
     pub ctx: ActorContext,
-    pub request: JsHttpRequest,
+    pub request: crate::body_stream::JsStreamedHttpRequest,
     pub cancel_token: CancellationToken,
+    /// Answer `stream: true` and write the body here (docs/streams.md).
+    pub response_body_stream: Option<crate::body_stream::HttpResponseBodyStream>,
 }
 
 /// Payload of `onWebSocket`.
@@ -466,7 +468,9 @@ impl ActorHooks for JsHooks {
         let hook = self.on_request.clone()?;
         let payload = RequestPayload {
             ctx: js_ctx(ctx),
-            request: JsHttpRequest {
+            response_body_stream: request.response_body.clone().map(|writer| HttpResponseBodyStream { writer }),
+            request: JsStreamedHttpRequest {
+                body_stream: request.body_stream.clone().map(|reader| HttpRequestBodyStream { reader }),
                 method: request.method,
                 uri: request.uri,
                 headers: Some(request.headers),
@@ -494,9 +498,6 @@ fn js_request(request: HttpRequest) -> JsHttpRequest {
 }
 
 fn into_core_response(response: JsHttpResponse) -> anyhow::Result<HttpResponse> {
-    if response.stream == Some(true) {
-        return Err(catalog::unsupported("streamed onRequest responses").into_anyhow());
-    }
     let status = response.status.unwrap_or(200);
     let status = u16::try_from(status)
         .ok()
@@ -506,6 +507,7 @@ fn into_core_response(response: JsHttpResponse) -> anyhow::Result<HttpResponse> 
         status,
         headers: response.headers.unwrap_or_default(),
         body: response.body.map(|b| b.to_vec()).unwrap_or_default(),
+        stream: response.stream == Some(true),
     })
 }
 

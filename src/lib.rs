@@ -41,6 +41,7 @@ pub mod schedule;
 pub mod websocket;
 
 pub mod actor_context;
+pub mod body_stream;
 pub mod queue;
 
 pub mod unsupported;

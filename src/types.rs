@@ -30,7 +30,8 @@ pub struct JsHttpResponse {
     pub status: Option<u32>,
     pub headers: Option<HashMap<String, String>>,
     pub body: Option<Buffer>,
-    /// Streamed bodies are not supported yet; `true` is refused.
+    /// `true`: the body follows through `responseBodyStream`
+    /// (docs/streams.md); `body` is then ignored.
     pub stream: Option<bool>,
 }
 

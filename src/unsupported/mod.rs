@@ -23,6 +23,5 @@ pub(crate) use crate::error::{reject_unsupported as reject, unsupported as fail}
 pub mod bookkeeping;
 pub mod inspector;
 pub mod sqlite;
-pub mod streams;
 pub mod telemetry;
 pub mod workflow;

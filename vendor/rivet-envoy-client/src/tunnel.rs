@@ -193,6 +193,22 @@ pub async fn handle_tunnel_message(
 			}
 		}
 		protocol::ToEnvoyTunnelMessageKind::ToEnvoyResponseBodyWindowUpdate(update) => {
+			// rivetkit-native patch: the gateway keeps returning credit while it
+			// delivers the tail of a streamed response, after this side sent the
+			// final chunk and forgot the request. Such late credit is harmless;
+			// answering it with a protocol violation aborted a response the
+			// client was still reading.
+			if ctx
+				.http_message_indices
+				.get(&[&message_id.gateway_id, &message_id.request_id])
+				.is_none()
+			{
+				tracing::debug!(
+					message_index = message_id.message_index,
+					"ignoring response window update for a finished request"
+				);
+				return;
+			}
 			if advance_http_message_index(ctx, &message_id) {
 				handle_response_body_window_update(ctx, message_id, update.consumed_bytes);
 			} else {

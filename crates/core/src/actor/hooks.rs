@@ -71,7 +71,13 @@ pub struct HttpRequest {
     pub method: String,
     pub uri: String,
     pub headers: HashMap<String, String>,
+    /// The body received so far (all of it unless `body_stream` is set).
     pub body: Vec<u8>,
+    /// The rest of a streamed upload (raw requests only; docs/streams.md).
+    pub body_stream: Option<super::http_body::RequestBodyReader>,
+    /// Where a streamed response body goes when the hook answers
+    /// `stream: true` (raw requests only; docs/streams.md).
+    pub response_body: Option<super::http_body::ResponseBodyWriter>,
 }
 
 /// What a client's `POST /queue/{name}` asks for.
@@ -92,6 +98,8 @@ pub struct HttpResponse {
     pub status: u16,
     pub headers: HashMap<String, String>,
     pub body: Vec<u8>,
+    /// The body follows through the request's `response_body` writer.
+    pub stream: bool,
 }
 
 /// User code for one actor type. Every method has a default that does

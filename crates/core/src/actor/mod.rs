@@ -13,6 +13,7 @@ pub mod context;
 pub mod cron;
 pub mod factory;
 pub mod hooks;
+pub mod http_body;
 pub mod key;
 pub mod kv;
 pub mod lifecycle;

@@ -232,7 +232,7 @@ impl ActorHooks for TestHooks {
                 if let Some(gate) = gate {
                     gate.pass().await;
                 }
-                Ok(HttpResponse { status: 200, headers: Default::default(), body })
+                Ok(HttpResponse { status: 200, headers: Default::default(), body, stream: false })
             }
             .boxed(),
         )

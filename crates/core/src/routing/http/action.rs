@@ -48,6 +48,7 @@ pub(super) async fn handle(
         uri: request.path.clone(),
         headers: request.headers.clone(),
         body: Vec::new(),
+        ..Default::default()
     };
     let output = match handle.http_action(params, hook_request, name, args).await {
         Ok(output) => output,

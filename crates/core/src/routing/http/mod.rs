@@ -1,8 +1,8 @@
 //! Gateway HTTP → actor (docs/wire-formats.md).
 //!
-//! [`handle_fetch`] classifies the path ([`route`]), buffers the body and
-//! hands the request to the raw handler (`/request[/…]` → `onRequest`) or to
-//! the framework handler (actions, queues, `/`, `/health`, `/metadata`, a
+//! [`handle_fetch`] classifies the path ([`route`]) and hands the request
+//! to the raw handler (`/request[/…]` → `onRequest`, bodies streamed, see
+//! docs/streams.md) or, with the body buffered, to the framework handler (actions, queues, `/`, `/health`, `/metadata`, a
 //! structured 404). Every routed response carries the actor headers.
 
 mod action;
@@ -43,10 +43,13 @@ pub async fn handle_fetch(
         (Err(err), Route::Raw(_)) => return Ok(response::raw_admission_error(&err)),
         (Err(err), _) => return response::framework_error(Encoding::from_headers(&request.headers), &err, None, None),
     };
-    let body = collect_body(&mut request).await?;
     match route {
-        Route::Raw(uri) => raw::handle(&handle, request, uri, body).await,
-        route => framework::handle(&handle, request, route, body).await,
+        // Raw requests stream their bodies (docs/streams.md).
+        Route::Raw(uri) => raw::handle(&handle, request, uri).await,
+        route => {
+            let body = collect_body(&mut request).await?;
+            framework::handle(&handle, request, route, body).await
+        }
     }
 }
 

@@ -48,6 +48,7 @@ pub(super) async fn handle(
         uri: request.path.clone(),
         headers: request.headers.clone(),
         body: Vec::new(),
+        ..Default::default()
     };
     let send = QueueSendRequest { name, body: decoded.body, wait: decoded.wait, timeout_ms: decoded.timeout_ms };
     let result = match tokio::time::timeout(config.action_timeout, handle.queue_send(params, hook_request, send)).await

@@ -76,7 +76,8 @@ pub(super) async fn open(
         headers: headers_lower.clone(),
     });
     let conn = Conn::new(conn::new_id(), params, Some(transport.clone() as Arc<dyn ConnTransport>), hibernation);
-    let request = HttpRequest { method: "GET".into(), uri: path, headers: headers_lower, body: Vec::new() };
+    let request =
+        HttpRequest { method: "GET".into(), uri: path, headers: headers_lower, body: Vec::new(), ..Default::default() };
 
     let setup = tokio::time::timeout(config.on_connect_timeout, handle.connect(conn.clone(), Some(request))).await;
     let first: (ToClient, Option<String>) = match setup {

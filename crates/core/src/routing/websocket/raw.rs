@@ -45,6 +45,7 @@ pub(super) async fn open(
         uri: path,
         headers: headers.iter().map(|(k, v)| (k.to_ascii_lowercase(), v.clone())).collect(),
         body: request.body.unwrap_or_default(),
+        ..Default::default()
     };
     let ws = RawWebSocket::new();
     let conn = Conn::new(conn::new_id(), params, Some(Arc::new(ws.clone()) as Arc<dyn ConnTransport>), None);
