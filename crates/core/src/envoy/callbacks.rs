@@ -191,12 +191,13 @@ impl EnvoyCallbacks for RegistryCallbacks {
 
     fn can_hibernate(
         &self,
-        _actor_id: &str,
+        actor_id: &str,
         _gateway_id: &protocol::GatewayId,
         _request_id: &protocol::RequestId,
         request: &HttpRequest,
     ) -> BoxFuture<anyhow::Result<bool>> {
-        let hibernate = routing::websocket::can_hibernate(&request.path);
+        let hibernate = routing::websocket::can_hibernate(&request.path)
+            || routing::websocket::raw::can_hibernate(&self.dispatcher, actor_id);
         async move { Ok(hibernate) }.boxed()
     }
 }

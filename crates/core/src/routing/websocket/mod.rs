@@ -31,7 +31,8 @@ pub(crate) struct SocketInfo {
 }
 
 /// Whether the gateway may keep a socket on `path` open while the actor
-/// sleeps: always for actor-connect (raw sockets: not yet).
+/// sleeps, as far as the path tells: always for actor-connect (raw sockets
+/// ask the actor's config, [`raw::can_hibernate`]).
 pub fn can_hibernate(path: &str) -> bool {
     path.split('?').next() == Some("/connect")
 }

@@ -11,20 +11,33 @@
 //! that arrive before the sink is set are buffered). Either side's close
 //! delivers one close event and ends the connection (→ `onDisconnect`).
 //!
-//! Hibernation of raw sockets is not supported: a raw socket always ends
-//! with its generation.
+//! With `canHibernateWebsocket` the gateway keeps a raw socket open while
+//! the actor sleeps (docs/storage.md, hibernatable connections): its
+//! connection is recorded, each client frame is acknowledged once handed
+//! to the actor, and the next generation takes the socket over from the
+//! record (no connect hooks) and runs `onWebSocket` again on it. A frame
+//! that arrives while the actor is going to sleep is left unacknowledged:
+//! the gateway replays it to the next generation.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use futures::future::FutureExt;
 use rivet_envoy_client::config::{HttpRequest as EnvoyRequest, WebSocketHandler, WebSocketMessage, WebSocketSender};
 
 use super::SocketInfo;
+use crate::actor::save::SaveOptions;
 use crate::actor::websocket::RawWebSocket;
-use crate::actor::{conn, ActorTaskHandle, Conn, ConnTransport, HttpRequest};
+use crate::actor::{conn, ActorTaskHandle, Conn, ConnTransport, Hibernation, HttpRequest};
 use crate::dispatcher::Dispatcher;
 use crate::error::RivetError;
 use crate::protocol::actor_connect::{parse_conn_params, protocol_header_values};
+
+/// Whether a raw socket to `actor_id` may stay open while the actor sleeps:
+/// its config's `canHibernateWebsocket`.
+pub fn can_hibernate(dispatcher: &Dispatcher, actor_id: &str) -> bool {
+    dispatcher.active_actor(actor_id).is_ok_and(|handle| handle.config().can_hibernate_websocket)
+}
 
 /// Sets the connection up and returns the socket's handler. Any failure
 /// before the socket opens closes it with 1011 `<group>.<code>`.
@@ -34,7 +47,10 @@ pub(super) async fn open(
     request: EnvoyRequest,
     socket: SocketInfo,
 ) -> anyhow::Result<WebSocketHandler> {
-    let SocketInfo { path, headers, .. } = socket;
+    if socket.is_restoring {
+        return Ok(restore(dispatcher, handle, socket));
+    }
+    let SocketInfo { gateway_id, request_id, path, headers, is_hibernatable, .. } = socket;
     let values = protocol_header_values(&headers);
     let params = match parse_conn_params(&values) {
         Ok(params) => params,
@@ -47,19 +63,67 @@ pub(super) async fn open(
         body: request.body.unwrap_or_default(),
         ..Default::default()
     };
+    let hibernation = is_hibernatable.then(|| Hibernation {
+        gateway_id,
+        request_id,
+        client_message_index: 0,
+        path: request.uri.clone(),
+        headers: request.headers.clone(),
+    });
     let ws = RawWebSocket::new();
-    let conn = Conn::new(conn::new_id(), params, Some(Arc::new(ws.clone()) as Arc<dyn ConnTransport>), None);
+    let conn = Conn::new(conn::new_id(), params, Some(Arc::new(ws.clone()) as Arc<dyn ConnTransport>), hibernation);
     if let Err(err) = handle.connect(conn.clone(), Some(request.clone())).await {
         let e = RivetError::extract(&err);
         tracing::debug!(error = %e, "raw websocket connection refused");
         return Ok(close_on_open(1011, e.qualified_code()));
     }
+    if conn.is_hibernatable() {
+        // Its record must exist before the actor can sleep.
+        handle.context().request_save(SaveOptions::default());
+    }
+    Ok(socket_handler(dispatcher, handle, conn, ws, request))
+}
+
+/// A socket that survived the previous generation's sleep: its connection
+/// (read back from the record) gets a fresh [`RawWebSocket`], and
+/// `onWebSocket` runs again once the envoy reopened it.
+fn restore(dispatcher: &Arc<Dispatcher>, handle: ActorTaskHandle, socket: SocketInfo) -> WebSocketHandler {
+    let Some(conn) = handle.context().conns().find_hibernated(socket.gateway_id, socket.request_id) else {
+        return close_on_open(1011, "connection.restore_not_found".into());
+    };
+    let hibernation = conn.hibernation().unwrap_or_else(|| Hibernation {
+        gateway_id: socket.gateway_id,
+        request_id: socket.request_id,
+        client_message_index: 0,
+        path: socket.path.clone(),
+        headers: HashMap::new(),
+    });
+    let request =
+        HttpRequest { method: "GET".into(), uri: hibernation.path, headers: hibernation.headers, ..Default::default() };
+    let ws = RawWebSocket::new();
+    conn.attach_transport(Arc::new(ws.clone()) as Arc<dyn ConnTransport>);
+    tracing::debug!(conn = conn.id(), "hibernated raw websocket restored");
+    socket_handler(dispatcher, handle, conn, ws, request)
+}
+
+/// The handler of an accepted socket: on open, binds the sender and runs
+/// `onWebSocket`; frames and the close go to `ws`, and the connection ends
+/// with the socket.
+fn socket_handler(
+    dispatcher: &Arc<Dispatcher>,
+    handle: ActorTaskHandle,
+    conn: Conn,
+    ws: RawWebSocket,
+    request: HttpRequest,
+) -> WebSocketHandler {
     {
         let handle = handle.clone();
         let conn = conn.clone();
         ws.set_on_finish(move || handle.disconnect(conn));
     }
 
+    let ack_handle = handle.clone();
+    let ack_conn = conn.clone();
     let open_ws = ws.clone();
     let tracker = dispatcher.tracker().clone();
     let on_open: Box<dyn FnOnce(WebSocketSender) -> rivet_envoy_client::config::BoxFuture<()> + Send> =
@@ -79,8 +143,11 @@ pub(super) async fn open(
 
     let message_ws = ws.clone();
     let close_ws = ws;
-    Ok(WebSocketHandler {
+    WebSocketHandler {
         on_message: Box::new(move |message: WebSocketMessage| {
+            if ack_conn.is_hibernatable() && !acknowledge(&ack_handle, &ack_conn, message.message_index) {
+                return async {}.boxed();
+            }
             message_ws.on_client_message(message.data, message.binary, message.message_index);
             async {}.boxed()
         }),
@@ -89,7 +156,23 @@ pub(super) async fn open(
             async {}.boxed()
         }),
         on_open: Some(on_open),
-    })
+    }
+}
+
+/// Records and acknowledges client message `index` of a hibernatable raw
+/// socket (the record is saved with the next, throttled, save). False,
+/// without acknowledging, while the actor is going to sleep or stopping:
+/// the gateway replays the frame to the next generation.
+fn acknowledge(handle: &ActorTaskHandle, conn: &Conn, index: u16) -> bool {
+    let ctx = handle.context();
+    if ctx.sleep_requested() || ctx.aborted() {
+        return false;
+    }
+    let Some(h) = conn.hibernation() else { return true };
+    conn.set_client_message_index(index);
+    ctx.link().ack_hibernatable_message(h.gateway_id, h.request_id, index);
+    ctx.request_save(SaveOptions::default());
+    true
 }
 
 /// Accepts the socket only to close it with `code` and `reason`.

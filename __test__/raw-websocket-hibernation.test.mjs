@@ -1,0 +1,115 @@
+// Hibernatable raw WebSockets end to end (`canHibernateWebSocket`): a
+// RivetKit 2.3.19 app on this addon (examples/rivetkit-app/test/
+// streams-server.mjs, actor `socket`) behind a real engine, and the
+// official client's `handle.webSocket()`. The socket stays open while the
+// actor sleeps; the next frame wakes it, the new generation runs
+// `onWebSocket` on the same socket, and the conversation goes on with the
+// state it saved.
+
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+
+import { createClient } from "rivetkit/client";
+
+import { interrupt, startApp, waitForOutput } from "./helpers/app.mjs";
+import { startEngine } from "./helpers/engine.mjs";
+
+const POOL = "raw-hibernation";
+const RESOLVE_TIMEOUT = "route_resolve_query_timeout";
+
+async function firstCall(t, what, call) {
+	try {
+		return await call();
+	} catch (err) {
+		if (err?.code !== RESOLVE_TIMEOUT) throw err;
+		t.diagnostic(`${what}: the engine did not place the new actor (${RESOLVE_TIMEOUT}); retrying once`);
+		return await call();
+	}
+}
+
+/** Collects a WebSocket's text messages; `next()` resolves to the next one. */
+function inbox(ws) {
+	const messages = [];
+	const waiters = [];
+	let closed = null;
+	ws.addEventListener("message", (event) => {
+		const text = typeof event.data === "string" ? event.data : Buffer.from(event.data).toString();
+		const waiter = waiters.shift();
+		if (waiter) waiter.resolve(text);
+		else messages.push(text);
+	});
+	ws.addEventListener("close", (event) => {
+		closed = { code: event.code, reason: event.reason };
+		for (const waiter of waiters.splice(0)) waiter.reject(new Error(`socket closed ${JSON.stringify(closed)}`));
+	});
+	return {
+		get closed() {
+			return closed;
+		},
+		next() {
+			if (messages.length) return Promise.resolve(messages.shift());
+			if (closed) return Promise.reject(new Error(`socket closed ${JSON.stringify(closed)}`));
+			return new Promise((resolve, reject) => waiters.push({ resolve, reject }));
+		},
+	};
+}
+
+describe("a hibernatable raw WebSocket across sleep and wake", () => {
+	let engine;
+	let app;
+	let client;
+
+	before(async () => {
+		engine = await startEngine();
+		app = startApp("test/streams-server.mjs", {
+			RIVET_ENDPOINT: engine.endpoint,
+			RIVET_TOKEN: engine.token,
+			RIVET_POOL: POOL,
+		});
+		await waitForOutput(app, /registry serving/);
+		client = createClient({ endpoint: engine.endpoint, namespace: engine.namespace, token: engine.token, poolName: POOL });
+	});
+
+	after(async () => {
+		if (app && !app.exited) await interrupt(app);
+		await engine?.stop();
+	});
+
+	test("the socket stays open while the actor sleeps, wakes it, and keeps working", async (t) => {
+		const handle = client.socket.getOrCreate(["h1"]);
+		assert.equal(await firstCall(t, "socket", () => handle.wakes()), 1);
+		const from = app.out.length;
+		const ws = await handle.webSocket("/ws");
+		const messages = inbox(ws);
+		if (ws.readyState !== 1) await new Promise((resolve) => ws.addEventListener("open", resolve, { once: true }));
+		await waitForOutput(app, /socket h1 websocket open/, { from });
+
+		ws.send("1");
+		assert.equal(await messages.next(), "echo 1 wakes=1 messages=1");
+
+		// Put the actor to sleep with the socket open.
+		const asleepFrom = app.out.length;
+		ws.send("sleep");
+		assert.equal(await messages.next(), "sleeping");
+		await waitForOutput(app, /socket h1 going to sleep/, { from: asleepFrom });
+		assert.equal(messages.closed, null, "the socket is still open while the actor sleeps");
+
+		// The next frame wakes it; the new generation serves the same socket.
+		ws.send("2");
+		assert.equal(await messages.next(), "echo 2 wakes=2 messages=3");
+		await waitForOutput(app, /socket h1 awake 2/, { from: asleepFrom });
+		assert.doesNotMatch(app.out.slice(from), /socket h1 websocket closed/);
+
+		// Once more, to be sure the restored socket survives a second sleep.
+		ws.send("sleep");
+		assert.equal(await messages.next(), "sleeping");
+		ws.send("3");
+		assert.equal(await messages.next(), "echo 3 wakes=3 messages=5");
+		assert.equal(messages.closed, null);
+
+		// Closing from the client ends the connection in the actor.
+		const closeFrom = app.out.length;
+		ws.close(1000, "done");
+		await waitForOutput(app, /socket h1 websocket closed/, { from: closeFrom });
+	});
+});
