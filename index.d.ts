@@ -981,8 +981,8 @@ export interface JsSqliteVfsMetrics {
 }
 
 /**
- * The `request` of `onRequest`: [`crate::types::JsHttpRequest`] plus the
- * rest of a streamed upload (`body` holds what arrived with the head).
+ * The `request` of `onRequest`: [`crate::types::JsHttpRequest`] plus, for
+ * a body over 64 KiB, the stream of what follows the prefix in `body`.
  */
 export interface JsStreamedHttpRequest {
   method: string

@@ -7,11 +7,12 @@
 //   still waiting to write the second one;
 // - a large response is delivered chunk by chunk, complete and in order;
 // - a 50 MiB upload is read as it arrives: the host's RSS grows by far
-//   less than the upload;
+//   less than the upload; bodies around the 64 KiB read-ahead arrive whole;
 // - the client going away cancels an endless response stream; a stream
 //   that errors aborts the response the client reads.
 
 import assert from "node:assert/strict";
+import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { request as httpRequest } from "node:http";
 import { after, before, describe, test } from "node:test";
@@ -158,6 +159,20 @@ describe("streamed onRequest bodies through the gateway", () => {
 		);
 		assert.ok(growth < 12 * MiB, `RSS grew by ${(growth / MiB).toFixed(1)} MiB during a 50 MiB upload`);
 		assert.ok(hostAfter - hostBefore < 12 * MiB, `VmRSS grew by ${((hostAfter - hostBefore) / MiB).toFixed(1)} MiB`);
+	});
+
+	test("bodies below, at and above the 64 KiB read ahead arrive whole and in order", async () => {
+		const streamer = client.streamer.getOrCreate(["digest"]);
+		for (const size of [0, 5, 64 * 1024, 64 * 1024 + 1, 300 * 1024 + 7]) {
+			const body = Buffer.alloc(size);
+			for (let i = 0; i < size; i++) body[i] = (i * 31 + 7) % 251;
+			const res = await streamer.fetch("/digest", { method: "POST", body });
+			assert.equal(res.status, 200, `size ${size}`);
+			assert.deepEqual(await res.json(), {
+				bytes: size,
+				sha256: createHash("sha256").update(body).digest("hex"),
+			});
+		}
 	});
 
 	test("a client going away cancels an endless response stream", async () => {

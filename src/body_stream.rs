@@ -1,6 +1,7 @@
 //! `HttpRequestBodyStream` / `HttpResponseBodyStream`: the streamed bodies
 //! of a raw request, given to `onRequest` as `request.bodyStream` (only
-//! when the gateway streams the upload) and `responseBodyStream` (always).
+//! for a streamed upload over 64 KiB: the rest after `request.body`) and
+//! `responseBodyStream` (always).
 //! Answering `{status, headers, stream: true}` sends the head at once; the
 //! body follows as JS writes it. The semantics (backpressure, ends, errors)
 //! are the core's, documented in docs/streams.md; every promise rejects
@@ -105,8 +106,8 @@ impl HttpRequestBodyStream {
     }
 }
 
-/// The `request` of `onRequest`: [`crate::types::JsHttpRequest`] plus the
-/// rest of a streamed upload (`body` holds what arrived with the head).
+/// The `request` of `onRequest`: [`crate::types::JsHttpRequest`] plus, for
+/// a body over 64 KiB, the stream of what follows the prefix in `body`.
 #[napi(object, object_from_js = false)]
 pub struct JsStreamedHttpRequest {
     pub method: String,

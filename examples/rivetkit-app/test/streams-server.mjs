@@ -5,6 +5,8 @@
 //
 //   node test/streams-server.mjs
 
+import { createHash } from "node:crypto";
+
 import { actor, setup } from "rivetkit";
 
 const name = (c) => c.key.join("/");
@@ -85,6 +87,11 @@ const streamer = actor({
 			}
 			rssPeak = Math.max(rssPeak, process.memoryUsage().rss);
 			return Response.json({ bytes, chunks, rssBefore, rssPeak });
+		}
+		if (path.endsWith("/digest")) {
+			// The body's length and SHA-256, read through the Web stream.
+			const body = Buffer.from(await request.arrayBuffer());
+			return Response.json({ bytes: body.length, sha256: createHash("sha256").update(body).digest("hex") });
 		}
 		if (path.endsWith("/download")) {
 			// `n` chunks of 64 KiB, each written as the reader asks for it.

@@ -31,6 +31,11 @@ pub const RESPONSE_CHANNEL_CAPACITY: usize = 16;
 /// The largest chunk put on the response channel; bigger writes are split.
 pub const MAX_CHUNK: usize = 64 * 1024;
 
+/// How much of a streamed upload is read before the hook runs: a body up
+/// to this size reaches it whole in `body`, a larger one as a prefix of at
+/// least this size plus a [`RequestBodyReader`] for the rest.
+pub const INLINE_BODY: usize = 64 * 1024;
+
 /// `http.stream_closed`: the other side of a streamed body went away.
 pub fn stream_closed(message: &str) -> RivetError {
     RivetError::new("http", "stream_closed", message.to_string())

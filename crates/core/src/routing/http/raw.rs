@@ -1,12 +1,13 @@
 //! Raw requests to the actor's `onRequest` (docs/wire-formats.md). Bodies
-//! stream both ways (docs/streams.md): an upload the gateway streams is
-//! handed over unread, and the hook may answer `stream: true` and write the
-//! response body afterwards.
+//! stream both ways (docs/streams.md): of an upload the gateway streams,
+//! the first [`INLINE_BODY`] bytes are read ahead (a small body arrives
+//! whole) and the rest is handed over unread; the hook may answer
+//! `stream: true` and write the response body afterwards.
 
-use rivet_envoy_client::config::{HttpRequest as EnvoyRequest, HttpResponse as EnvoyResponse};
+use rivet_envoy_client::config::{HttpRequest as EnvoyRequest, HttpRequestBodyStream, HttpResponse as EnvoyResponse};
 
 use super::response;
-use crate::actor::http_body::{response_body_channel, RequestBodyReader};
+use crate::actor::http_body::{response_body_channel, RequestBodyReader, INLINE_BODY};
 use crate::actor::ActorTaskHandle;
 use crate::actor::HttpRequest;
 use crate::protocol::Encoding;
@@ -19,8 +20,8 @@ pub(super) async fn handle(
     let actor = handle.context().specifier();
     let encoding = Encoding::from_headers(&request.headers);
     let method = request.method.clone();
-    let body = request.body.take().unwrap_or_default();
-    let body_stream = request.body_stream.take().map(RequestBodyReader::new);
+    let (body, rest) = inline_prefix(&mut request).await?;
+    let body_stream = rest.map(RequestBodyReader::new);
     let (writer, receiver) = response_body_channel();
     let hook_request = HttpRequest {
         method: method.clone(),
@@ -50,4 +51,21 @@ pub(super) async fn handle(
     };
     response::attach_actor_headers(&mut response, &actor);
     Ok(response)
+}
+
+/// Reads a streamed upload until it ends or [`INLINE_BODY`] bytes are in:
+/// a small body reaches the hook whole in `body` (as it always did), a
+/// larger one as that prefix plus the stream of the rest. A failed upload
+/// fails the request (the envoy answers 500).
+async fn inline_prefix(request: &mut EnvoyRequest) -> anyhow::Result<(Vec<u8>, Option<HttpRequestBodyStream>)> {
+    let mut body = request.body.take().unwrap_or_default();
+    let Some(mut stream) = request.body_stream.take() else { return Ok((body, None)) };
+    while body.len() < INLINE_BODY {
+        match stream.recv().await {
+            Ok(Some(chunk)) => body.extend_from_slice(&chunk),
+            Ok(None) => return Ok((body, None)),
+            Err(err) => anyhow::bail!("request body stream failed: {err}"),
+        }
+    }
+    Ok((body, Some(stream)))
 }
