@@ -690,14 +690,18 @@ export interface JsApplicationRequest {
   url: string
   headers: Record<string, string>
   body: Buffer
-  /** Cancelled when the client went away. */
+  /**
+   * Cancelled when the client went away (for a streamed answer: when
+   * its body ended or the client went away).
+   */
   cancelToken: CancellationToken
+  /** Answer `stream: true` and write the body here (docs/streams.md). */
+  responseBodyStream: HttpResponseBodyStream
 }
 
 /**
- * What it answers. A streamed body (`stream: true`) needs a response body
- * stream, which this listener does not hand out: RivetKit then buffers
- * the body whole.
+ * What it answers: a whole `body`, or `stream: true` and the body written
+ * to the request's `responseBodyStream`.
  */
 export interface JsApplicationResponse {
   status: number

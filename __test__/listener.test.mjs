@@ -189,6 +189,25 @@ describe("registry.listen({ application }) beside a serving envoy", () => {
 		assert.equal(failed.status, 500);
 	});
 
+	test("the application's streamed response flushes each event as written", async () => {
+		const res = await fetch(`${base}/events`);
+		assert.equal(res.status, 200);
+		assert.equal(res.headers.get("content-type"), "text/event-stream");
+		const reader = res.body.getReader();
+		const decoder = new TextDecoder();
+		let text = "";
+		// The application writes the second event only after /release.
+		while (!text.includes("\n\n")) text += decoder.decode((await reader.read()).value, { stream: true });
+		assert.equal(text, "data: first\n\n");
+		assert.equal(await (await fetch(`${base}/release`, { method: "POST" })).text(), "released");
+		for (;;) {
+			const { done, value } = await reader.read();
+			if (done) break;
+			text += decoder.decode(value, { stream: true });
+		}
+		assert.equal(text, "data: first\n\ndata: second\n\n");
+	});
+
 	test("the actors serve as usual", async (t) => {
 		const counter = client.counter.getOrCreate(["app-listener"]);
 		assert.equal(await firstCall(t, "counter", () => counter.increment(4)), 4);

@@ -30,6 +30,7 @@ use rivetkit_native_core::serverless::{metrics_text, ServerlessRequest, Serverle
 use rivetkit_native_core::RivetError;
 use tokio::sync::watch;
 
+use crate::body_stream::HttpResponseBodyStream;
 use crate::cancellation_token::CancellationToken;
 use crate::error::{reject, spawn_promise};
 use crate::js_callback::JsCallback;
@@ -54,13 +55,15 @@ pub struct JsApplicationRequest {
     pub url: String,
     pub headers: HashMap<String, String>,
     pub body: Buffer,
-    /// Cancelled when the client went away.
+    /// Cancelled when the client went away (for a streamed answer: when
+    /// its body ended or the client went away).
     pub cancel_token: CancellationToken,
+    /// Answer `stream: true` and write the body here (docs/streams.md).
+    pub response_body_stream: HttpResponseBodyStream,
 }
 
-/// What it answers. A streamed body (`stream: true`) needs a response body
-/// stream, which this listener does not hand out: RivetKit then buffers
-/// the body whole.
+/// What it answers: a whole `body`, or `stream: true` and the body written
+/// to the request's `responseBodyStream`.
 #[napi(object)]
 pub struct JsApplicationResponse {
     pub status: u32,
@@ -81,11 +84,9 @@ fn application_of(callback: AppCallback) -> Application {
                 headers: req.headers,
                 body: Buffer::from(req.body.to_vec()),
                 cancel_token: CancellationToken::from_inner(req.cancel),
+                response_body_stream: HttpResponseBodyStream { writer: req.response_body },
             };
             let Checked(response) = callback.call(payload).await?;
-            if response.stream == Some(true) {
-                anyhow::bail!("the application answered with a streamed body, which this listener cannot take");
-            }
             let status = u16::try_from(response.status)
                 .ok()
                 .filter(|s| (100..=999).contains(s))
@@ -94,6 +95,7 @@ fn application_of(callback: AppCallback) -> Application {
                 status,
                 headers: response.headers,
                 body: response.body.map(|b| Bytes::from(b.to_vec())).unwrap_or_default(),
+                stream: response.stream == Some(true),
             })
         }) as BoxFuture<'static, anyhow::Result<AppResponse>>
     })

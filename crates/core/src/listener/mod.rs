@@ -58,6 +58,9 @@ pub struct AppRequest {
     pub body: Bytes,
     /// Cancelled when the client went away.
     pub cancel: CancellationToken,
+    /// Where the body goes when the answer is `stream: true`
+    /// (docs/streams.md).
+    pub response_body: crate::actor::http_body::ResponseBodyWriter,
 }
 
 #[derive(Debug)]
@@ -65,6 +68,9 @@ pub struct AppResponse {
     pub status: u16,
     pub headers: HashMap<String, String>,
     pub body: Bytes,
+    /// The body follows through the request's `response_body` (`body` is
+    /// then ignored).
+    pub stream: bool,
 }
 
 /// The application's fetch handler.

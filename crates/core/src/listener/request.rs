@@ -9,9 +9,11 @@ use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full, Limited, StreamBody};
 use hyper::body::{Frame, Incoming};
 use hyper::{Request, Response};
-use tokio_util::sync::CancellationToken;
+use rivet_envoy_client::config::ResponseChunk;
+use tokio_util::sync::{CancellationToken, DropGuard};
 
-use super::{static_files, AppRequest, Shared};
+use super::{static_files, AppRequest, AppResponse, Shared};
+use crate::actor::http_body::{response_body_channel, ResponseBodyReceiver};
 use crate::serverless::start::check_size;
 use crate::serverless::{ResponseBody, ServerlessRequest, ServerlessResponse};
 
@@ -58,10 +60,12 @@ pub(super) async fn answer(shared: &Shared, req: Request<Incoming>) -> Response<
     }
     if let Some(application) = &shared.application {
         let guard = cancel.clone().drop_guard();
-        let result = application(AppRequest { method, url, headers, body, cancel }).await;
-        drop(guard);
+        let (response_body, receiver) = response_body_channel();
+        let result = application(AppRequest { method, url, headers, body, cancel, response_body }).await;
         return match result {
+            Ok(app) if app.stream => streamed(app, receiver, guard),
             Ok(app) => {
+                drop(guard);
                 let response = ServerlessResponse {
                     status: app.status,
                     headers: app.headers,
@@ -70,6 +74,7 @@ pub(super) async fn answer(shared: &Shared, req: Request<Incoming>) -> Response<
                 into_hyper(response, None)
             }
             Err(err) => {
+                drop(guard);
                 tracing::error!(error = %format!("{err:#}"), "the application's fetch handler failed");
                 into_hyper(ServerlessResponse::text(500, "Internal Server Error"), None)
             }
@@ -77,6 +82,38 @@ pub(super) async fn answer(shared: &Shared, req: Request<Incoming>) -> Response<
     }
     let req = ServerlessRequest { method, url, headers, body, cancel: cancel.clone() };
     into_hyper(shared.routes.handle(req).await, Some(cancel))
+}
+
+/// The application's streamed answer: its head at once, then the chunks
+/// it writes as they come. The request's cancel token fires (through
+/// `guard`) only once hyper drops the body: delivered, or the client left,
+/// which also resolves the writer's `cancelled()`.
+fn streamed(app: AppResponse, receiver: ResponseBodyReceiver, guard: DropGuard) -> Response<Body> {
+    let frames = futures::stream::unfold((receiver, Some(guard)), |(mut receiver, guard)| async move {
+        guard.as_ref()?;
+        let item = match receiver.recv().await {
+            Some(ResponseChunk::Data { data, finish: false }) => Ok(Frame::data(Bytes::from(data))),
+            Some(ResponseChunk::Data { data, finish: true }) => {
+                // The last chunk; the stream ends after it.
+                return Some((Ok(Frame::data(Bytes::from(data))), (receiver, None)));
+            }
+            Some(ResponseChunk::Error(message)) => {
+                tracing::warn!(error = %message, "the application's streamed body ended with an error");
+                Err(std::io::Error::other(message))
+            }
+            None => Err(std::io::Error::other("the application's body stream closed before its end")),
+        };
+        let next = if item.is_ok() { guard } else { None };
+        Some((item, (receiver, next)))
+    });
+    let mut builder = Response::builder().status(app.status);
+    for (name, value) in &app.headers {
+        builder = builder.header(name.as_str(), value.as_str());
+    }
+    builder.body(StreamBody::new(frames).boxed()).unwrap_or_else(|err| {
+        tracing::warn!(error = %err, "invalid response head; answering 500");
+        into_hyper(ServerlessResponse::text(500, "Internal Server Error"), None)
+    })
 }
 
 /// The absolute URL the client asked for: scheme from `x-forwarded-proto`

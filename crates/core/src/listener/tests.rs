@@ -46,6 +46,7 @@ fn application() -> Application {
                 status: 201,
                 headers: HashMap::from([("x-app".into(), "yes".into())]),
                 body: Bytes::from(format!("app {} {} {}", req.method, req.url, String::from_utf8_lossy(&req.body))),
+                stream: false,
             })
         })
     })
@@ -161,4 +162,70 @@ async fn a_port_in_use_is_a_structured_error() {
     let err = bind(&config).await.unwrap_err();
     let error = RivetError::extract(&err);
     assert_eq!((error.group.as_str(), error.code.as_str()), ("listener", "bind_failed"));
+}
+
+/// An application that streams its answer: the head at once, the first
+/// chunk, then the rest only when `release` is notified.
+fn streaming_application(release: Arc<tokio::sync::Notify>, gone: Arc<tokio::sync::Notify>) -> Application {
+    Arc::new(move |req: AppRequest| {
+        let release = release.clone();
+        let gone = gone.clone();
+        Box::pin(async move {
+            let writer = req.response_body;
+            tokio::spawn(async move {
+                writer.write(b"data: first\n\n").await.unwrap();
+                tokio::select! {
+                    _ = release.notified() => {
+                        writer.write(b"data: second\n\n").await.unwrap();
+                        writer.end().await.unwrap();
+                    }
+                    _ = writer.cancelled() => gone.notify_one(),
+                }
+            });
+            Ok(AppResponse {
+                status: 200,
+                headers: HashMap::from([("content-type".into(), "text/event-stream".into())]),
+                body: Bytes::new(),
+                stream: true,
+            })
+        })
+    })
+}
+
+async fn read_until(socket: &mut tokio::net::TcpStream, seen: &mut Vec<u8>, needle: &str) {
+    while !String::from_utf8_lossy(seen).contains(needle) {
+        let mut buf = [0u8; 1024];
+        let n = socket.read(&mut buf).await.unwrap();
+        assert!(n > 0, "the connection closed before {needle:?}: {}", String::from_utf8_lossy(seen));
+        seen.extend_from_slice(&buf[..n]);
+    }
+}
+
+#[tokio::test]
+async fn the_application_streams_its_answer_chunk_by_chunk() {
+    let release = Arc::new(tokio::sync::Notify::new());
+    let gone = Arc::new(tokio::sync::Notify::new());
+    let running = start(None, Some(streaming_application(release.clone(), gone.clone()))).await;
+    let mut socket = tokio::net::TcpStream::connect(running.base.trim_start_matches("http://")).await.unwrap();
+    socket.write_all(b"GET /events HTTP/1.1\r\nhost: x\r\n\r\n").await.unwrap();
+    let mut seen = Vec::new();
+    // The first chunk arrives while the application still holds the rest.
+    read_until(&mut socket, &mut seen, "data: first").await;
+    assert!(String::from_utf8_lossy(&seen).starts_with("HTTP/1.1 200"));
+    assert!(!String::from_utf8_lossy(&seen).contains("data: second"));
+    release.notify_one();
+    read_until(&mut socket, &mut seen, "data: second").await;
+    // Chunked encoding's last chunk: the body ended.
+    read_until(&mut socket, &mut seen, "0\r\n\r\n").await;
+
+    // A client that leaves mid-stream resolves the writer's `cancelled()`.
+    let mut socket = tokio::net::TcpStream::connect(running.base.trim_start_matches("http://")).await.unwrap();
+    socket.write_all(b"GET /events HTTP/1.1\r\nhost: x\r\n\r\n").await.unwrap();
+    let mut seen = Vec::new();
+    read_until(&mut socket, &mut seen, "data: first").await;
+    drop(socket);
+    gone.notified().await;
+
+    running.shutdown.cancel();
+    running.task.await.unwrap().unwrap();
 }
