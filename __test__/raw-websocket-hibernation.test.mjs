@@ -107,9 +107,27 @@ describe("a hibernatable raw WebSocket across sleep and wake", () => {
 		assert.equal(await messages.next(), "echo 3 wakes=3 messages=5");
 		assert.equal(messages.closed, null);
 
-		// Closing from the client ends the connection in the actor.
+		// Closing from the client ends the connection in the actor (and its
+		// record: nothing is restored after the next sleep).
 		const closeFrom = app.out.length;
 		ws.close(1000, "done");
 		await waitForOutput(app, /socket h1 websocket closed/, { from: closeFrom });
+	});
+
+	test("without canHibernateWebSocket the socket closes when the actor sleeps", async (t) => {
+		const handle = client.plainSocket.getOrCreate(["p1"]);
+		assert.equal(await firstCall(t, "plainSocket", () => handle.wakes()), 1);
+		const ws = await handle.webSocket("/ws");
+		const messages = inbox(ws);
+		if (ws.readyState !== 1) await new Promise((resolve) => ws.addEventListener("open", resolve, { once: true }));
+		ws.send("1");
+		assert.equal(await messages.next(), "echo 1 wakes=1 messages=1");
+		const from = app.out.length;
+		ws.send("sleep");
+		assert.equal(await messages.next(), "sleeping");
+		await waitForOutput(app, /plain p1 going to sleep/, { from });
+		await waitForOutput(app, /plain p1 websocket closed/, { from });
+		await new Promise((resolve) => (messages.closed ? resolve() : ws.addEventListener("close", resolve, { once: true })));
+		assert.ok(messages.closed, "the client saw the close");
 	});
 });

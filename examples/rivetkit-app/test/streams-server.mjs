@@ -122,38 +122,43 @@ const streamer = actor({
 	},
 });
 
-// A raw WebSocket that survives sleep: `canHibernateWebSocket`. Each text
-// message `n` is answered `echo <n> wakes=<wakes>`; `sleep` puts the actor
-// to sleep while the socket stays open.
-const socket = actor({
-	state: { wakes: 0, messages: 0 },
-	options: { canHibernateWebSocket: true, sleepTimeout: 1_000 },
-	onWake: (c) => {
-		c.state.wakes += 1;
-		console.log(`socket ${name(c)} awake ${c.state.wakes}`);
-	},
-	onSleep: (c) => {
-		console.log(`socket ${name(c)} going to sleep`);
-	},
-	onWebSocket: (c, websocket) => {
-		console.log(`socket ${name(c)} websocket open`);
-		websocket.addEventListener("message", (event) => {
-			c.state.messages += 1;
-			if (event.data === "sleep") {
-				websocket.send("sleeping");
-				c.sleep();
-				return;
-			}
-			websocket.send(`echo ${event.data} wakes=${c.state.wakes} messages=${c.state.messages}`);
-		});
-		websocket.addEventListener("close", (event) => {
-			console.log(`socket ${name(c)} websocket closed ${event.code}`);
-		});
-	},
-	actions: {
-		wakes: (c) => c.state.wakes,
-	},
-});
+// Raw WebSockets: `socket` survives sleep (`canHibernateWebSocket`),
+// `plainSocket` does not. Each text message `n` is answered `echo <n>
+// wakes=<wakes> messages=<count>`; `sleep` puts the actor to sleep while
+// the socket is open.
+const socketActor = (label, canHibernateWebSocket) =>
+	actor({
+		state: { wakes: 0, messages: 0 },
+		options: { canHibernateWebSocket, sleepTimeout: 1_000 },
+		onWake: (c) => {
+			c.state.wakes += 1;
+			console.log(`${label} ${name(c)} awake ${c.state.wakes}`);
+		},
+		onSleep: (c) => {
+			console.log(`${label} ${name(c)} going to sleep`);
+		},
+		onWebSocket: (c, websocket) => {
+			console.log(`${label} ${name(c)} websocket open`);
+			websocket.addEventListener("message", (event) => {
+				c.state.messages += 1;
+				if (event.data === "sleep") {
+					websocket.send("sleeping");
+					c.sleep();
+					return;
+				}
+				websocket.send(`echo ${event.data} wakes=${c.state.wakes} messages=${c.state.messages}`);
+			});
+			websocket.addEventListener("close", (event) => {
+				console.log(`${label} ${name(c)} websocket closed ${event.code}`);
+			});
+		},
+		actions: {
+			wakes: (c) => c.state.wakes,
+		},
+	});
 
-export const registry = setup({ use: { streamer, socket } });
+const socket = socketActor("socket", true);
+const plainSocket = socketActor("plain", false);
+
+export const registry = setup({ use: { streamer, socket, plainSocket } });
 registry.start();
