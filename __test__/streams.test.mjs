@@ -37,6 +37,16 @@ async function firstCall(t, what, call) {
 	}
 }
 
+/**
+ * The handle of `streamer` `key`, placed: its first call retried once on
+ * the engine's placement flake.
+ */
+async function placed(t, client, key) {
+	const streamer = client.streamer.getOrCreate([key]);
+	await firstCall(t, `streamer ${key}`, () => streamer.ping());
+	return streamer;
+}
+
 /** Reads `reader` until `text` holds `until`; returns what was read. */
 async function readUntil(reader, until) {
 	const decoder = new TextDecoder();
@@ -112,8 +122,7 @@ describe("streamed onRequest bodies through the gateway", () => {
 	});
 
 	test("an SSE response's first event arrives before the handler wrote the rest", async (t) => {
-		const streamer = client.streamer.getOrCreate(["sse"]);
-		await firstCall(t, "streamer", () => streamer.ping());
+		const streamer = await placed(t, client, "sse");
 		const res = await streamer.fetch("/sse");
 		assert.equal(res.status, 200);
 		assert.equal(res.headers.get("content-type"), "text/event-stream");
@@ -127,8 +136,8 @@ describe("streamed onRequest bodies through the gateway", () => {
 		assert.equal((await reader.read()).done, true);
 	});
 
-	test("a 4 MiB response streams complete and in order", async () => {
-		const streamer = client.streamer.getOrCreate(["download"]);
+	test("a 4 MiB response streams complete and in order", async (t) => {
+		const streamer = await placed(t, client, "download");
 		const res = await streamer.fetch("/download?n=64");
 		assert.equal(res.status, 200);
 		const body = Buffer.from(await res.arrayBuffer());
@@ -137,8 +146,8 @@ describe("streamed onRequest bodies through the gateway", () => {
 	});
 
 	test("a 50 MiB upload is read as it arrives, without buffering it whole", async (t) => {
-		const streamer = client.streamer.getOrCreate(["upload"]);
-		const actorId = await firstCall(t, "streamer", () => streamer.resolve());
+		const streamer = await placed(t, client, "upload");
+		const actorId = await streamer.resolve();
 		const pid = app.child.pid;
 		const url = `${engine.endpoint}/gateway/${encodeURIComponent(actorId)}/request/upload`;
 		// A small upload first, so one-time growth (code paths first used,
@@ -161,8 +170,8 @@ describe("streamed onRequest bodies through the gateway", () => {
 		assert.ok(hostAfter - hostBefore < 12 * MiB, `VmRSS grew by ${((hostAfter - hostBefore) / MiB).toFixed(1)} MiB`);
 	});
 
-	test("bodies below, at and above the 64 KiB read ahead arrive whole and in order", async () => {
-		const streamer = client.streamer.getOrCreate(["digest"]);
+	test("bodies below, at and above the 64 KiB read ahead arrive whole and in order", async (t) => {
+		const streamer = await placed(t, client, "digest");
 		for (const size of [0, 5, 64 * 1024, 64 * 1024 + 1, 300 * 1024 + 7]) {
 			const body = Buffer.alloc(size);
 			for (let i = 0; i < size; i++) body[i] = (i * 31 + 7) % 251;
@@ -175,8 +184,8 @@ describe("streamed onRequest bodies through the gateway", () => {
 		}
 	});
 
-	test("a client going away cancels an endless response stream", async () => {
-		const streamer = client.streamer.getOrCreate(["endless"]);
+	test("a client going away cancels an endless response stream", async (t) => {
+		const streamer = await placed(t, client, "endless");
 		const from = app.out.length;
 		const abort = new AbortController();
 		const res = await streamer.fetch("/endless", { signal: abort.signal });
@@ -187,8 +196,8 @@ describe("streamed onRequest bodies through the gateway", () => {
 		await waitForOutput(app, /streamer endless endless cancelled after \d+/, { from });
 	});
 
-	test("a response stream that errors aborts the body the client reads", async () => {
-		const streamer = client.streamer.getOrCreate(["fail"]);
+	test("a response stream that errors aborts the body the client reads", async (t) => {
+		const streamer = await placed(t, client, "fail");
 		const res = await streamer.fetch("/fail");
 		assert.equal(res.status, 200);
 		await assert.rejects(res.text());
