@@ -108,6 +108,13 @@ export declare class ActorContext {
   runtimeState(): Record<string, unknown>
   /** Forgets this generation's `runtimeState()` object. */
   clearRuntimeState(): void
+  /** The actor's revisions and sizes for the inspector's summary. */
+  inspectorSnapshot(): JsInspectorSnapshot
+  /**
+   * Resolves if `bearerToken` is the actor's inspector token; rejects
+   * with `inspector.unauthorized` otherwise.
+   */
+  verifyInspectorAuth(bearerToken?: string | undefined | null): Promise<void>
   /** The actor's message queue. */
   queue(): Queue
   /** No-op (state-change hooks are driven by the TypeScript runtime). */
@@ -144,10 +151,6 @@ export declare class ActorContext {
   decodeInspectorRequest(bytes: Buffer, advertisedVersion: number): Buffer
   /** Not supported yet: throws `rivetkit-native.unsupported`. */
   encodeInspectorResponse(bytes: Buffer, targetVersion: number): Buffer
-  /** Not supported yet: throws `rivetkit-native.unsupported`. */
-  inspectorSnapshot(): JsInspectorSnapshot
-  /** Not supported yet: rejects with `rivetkit-native.unsupported`. */
-  verifyInspectorAuth(bearerToken?: string | undefined | null): Promise<void>
   /**
    * The actor's SQLite database. Not supported yet: the handle exists,
    * its statements reject with `rivetkit-native.unsupported`.
@@ -904,6 +907,11 @@ export interface JsServeConfig {
   engineHost?: string
   enginePort?: number
   handleInspectorHttpInRuntime?: boolean
+  /**
+   * A bearer token every actor's inspector accepts (RivetKit's test
+   * mode); the actors' own tokens are then not consulted.
+   */
+  inspectorTestToken?: string
   serverlessBasePath?: string
   serverlessPackageVersion?: string
   serverlessClientEndpoint?: string

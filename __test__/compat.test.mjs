@@ -127,6 +127,18 @@ describe("unsupported features fail only when used", () => {
 						await ctx.provisionActorRuntimeSocket();
 						return cborEncode("provisioned");
 					},
+					// The inspector's native side: the summary counters, and the
+					// token check (no token: inspector.unauthorized).
+					inspector: async (_err, { ctx }) => {
+						const snapshot = ctx.inspectorSnapshot();
+						let refused = null;
+						try {
+							await ctx.verifyInspectorAuth(null);
+						} catch (err) {
+							refused = err.code;
+						}
+						return cborEncode({ snapshot, refused });
+					},
 					// Queues and cron jobs are built: the calls RivetKit makes work.
 					queueAndCron: async (_err, { ctx }) => {
 						const queue = ctx.queue();
@@ -206,6 +218,24 @@ describe("unsupported features fail only when used", () => {
 		const res = await actionFetch(engine, actorId, "queueAndCron", { encoding: "json" });
 		assert.equal(res.status, 200, JSON.stringify(res.body));
 		assert.deepEqual(res.body.output, { sameId: true, name: "jobs", maxSize: 1000, job: "every", deleted: true });
+	});
+
+	test("inspectorSnapshot and verifyInspectorAuth work", async () => {
+		const res = await actionFetch(engine, actorId, "inspector", { encoding: "json" });
+		assert.equal(res.status, 200, JSON.stringify(res.body));
+		const { snapshot, refused } = res.body.output;
+		assert.equal(refused, "inspector.unauthorized");
+		assert.deepEqual(Object.keys(snapshot).sort(), [
+			"activeConnections",
+			"connectedClients",
+			"connectionsRevision",
+			"queueRevision",
+			"queueSize",
+			"stateRevision",
+		]);
+		assert.equal(snapshot.queueSize, 0);
+		assert.equal(snapshot.connectedClients, 0);
+		assert.ok(snapshot.stateRevision >= 1, "the initial state counts as a write");
 	});
 
 	for (const [action, feature] of [["runtimeSocket", "provisionActorRuntimeSocket"]]) {

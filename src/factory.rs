@@ -57,11 +57,11 @@ pub struct JsActorConfig {
     pub actions: Option<Vec<JsActionDefinition>>,
     /// Accepted for compatibility; there is no SQLite (see the README).
     pub sqlite_profiling: Option<JsSqliteProfilingConfig>,
-    /// Accepted for compatibility; there is no inspector (see the README).
+    /// Accepted for compatibility; custom inspector tabs are not served.
     pub inspector_tabs: Option<Vec<JsInspectorTabEntry>>,
 }
 
-/// A custom inspector tab (accepted, unused: the inspector is not built).
+/// A custom inspector tab (accepted, unused: custom tabs are not served).
 #[napi(object)]
 #[derive(Default)]
 pub struct JsInspectorTabEntry {

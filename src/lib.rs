@@ -42,6 +42,7 @@ pub mod websocket;
 
 pub mod actor_context;
 pub mod body_stream;
+pub mod inspector;
 pub mod queue;
 
 pub mod unsupported;

@@ -54,6 +54,9 @@ pub struct JsServeConfig {
     pub engine_host: Option<String>,
     pub engine_port: Option<u32>,
     pub handle_inspector_http_in_runtime: Option<bool>,
+    /// A bearer token every actor's inspector accepts (RivetKit's test
+    /// mode); the actors' own tokens are then not consulted.
+    pub inspector_test_token: Option<String>,
     pub serverless_base_path: Option<String>,
     pub serverless_package_version: Option<String>,
     pub serverless_client_endpoint: Option<String>,
@@ -211,6 +214,7 @@ impl CoreRegistry {
     /// config, envoy) with a structured error.
     #[napi(ts_args_type = "config?: JsServeConfig | undefined | null", ts_return_type = "Promise<void>")]
     pub fn serve<'env>(&self, env: &'env Env, config: Option<JsServeConfig>) -> napi::Result<PromiseRaw<'env, ()>> {
+        rivetkit_native_core::inspector::set_test_token(config.as_ref().and_then(|c| c.inspector_test_token.clone()));
         let core = {
             let mut slot = self.slot.lock().unwrap_or_else(|p| p.into_inner());
             match std::mem::replace(&mut *slot, Slot::Taken) {

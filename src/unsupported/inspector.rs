@@ -1,7 +1,9 @@
-//! Inspector entry points of `@rivetkit/rivetkit-napi`, free functions and
+//! The inspector WebSocket's message conversions of `@rivetkit/rivetkit-napi`
+//! (`decodeInspectorRequest`, `encodeInspectorResponse`), free functions and
 //! `ActorContext` methods, and the actor runtime socket
 //! (`ctx.provisionActorRuntimeSocket`). Neither is built yet: they throw or
-//! reject with `rivetkit-native.unsupported` (see [`super`]).
+//! reject with `rivetkit-native.unsupported` (see [`super`]). The token
+//! check and the snapshot are in `crate::inspector`.
 
 use napi::bindgen_prelude::PromiseRaw;
 use napi::Env;
@@ -9,16 +11,6 @@ use napi_derive::napi;
 
 use super::{fail, reject};
 use crate::actor_context::ActorContext;
-
-#[napi(object)]
-pub struct JsInspectorSnapshot {
-    pub state_revision: i64,
-    pub connections_revision: i64,
-    pub queue_revision: i64,
-    pub active_connections: u32,
-    pub queue_size: u32,
-    pub connected_clients: u32,
-}
 
 #[napi(ts_args_type = "bytes: Buffer, advertisedVersion: number", ts_return_type = "Buffer")]
 pub fn decode_inspector_request(env: &Env) -> napi::Result<()> {
@@ -56,17 +48,5 @@ impl ActorContext {
     #[napi(ts_args_type = "bytes: Buffer, targetVersion: number", ts_return_type = "Buffer")]
     pub fn encode_inspector_response(&self, env: &Env) -> napi::Result<()> {
         Err(fail(env, "The inspector (ActorContext.encodeInspectorResponse)"))
-    }
-
-    /// Not supported yet: throws `rivetkit-native.unsupported`.
-    #[napi(ts_return_type = "JsInspectorSnapshot")]
-    pub fn inspector_snapshot(&self, env: &Env) -> napi::Result<()> {
-        Err(fail(env, "The inspector (ActorContext.inspectorSnapshot)"))
-    }
-
-    /// Not supported yet: rejects with `rivetkit-native.unsupported`.
-    #[napi(ts_args_type = "bearerToken?: string | undefined | null", ts_return_type = "Promise<void>")]
-    pub fn verify_inspector_auth<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
-        reject(env, "The inspector (ActorContext.verifyInspectorAuth)")
     }
 }

@@ -14,13 +14,15 @@
 //! - [`routing`]: gateway traffic (HTTP, WebSocket) to the right generation;
 //! - [`protocol`]: wire formats shared with clients (error bodies, encodings);
 //! - [`serverless`]: the serverless routes (`/start` and its event stream);
-//! - [`listener`]: the native HTTP listener in front of them.
+//! - [`listener`]: the native HTTP listener in front of them;
+//! - [`inspector`]: the inspector's token and counters.
 
 pub mod actor;
 pub mod dispatcher;
 pub mod engine;
 pub mod envoy;
 pub mod error;
+pub mod inspector;
 pub mod listener;
 pub mod protocol;
 pub mod registry;

@@ -213,6 +213,8 @@ pub struct Connections {
     /// Records stored in chunks, and their current write (see
     /// [`super::conn_store`]).
     chunked: Mutex<super::conn_store::ChunkedWrites>,
+    /// Moves on every insert and removal (the inspector's revision).
+    revision: std::sync::atomic::AtomicU64,
 }
 
 impl Connections {
@@ -254,6 +256,7 @@ impl Connections {
         let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
         map.insert(conn.id().to_string(), conn);
         self.count.send_replace(map.len());
+        self.revision.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Removes `conn` if it is still the registered one; true if removed.
@@ -263,6 +266,7 @@ impl Connections {
         if same {
             map.remove(conn.id());
             self.count.send_replace(map.len());
+            self.revision.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
         same
     }
@@ -284,6 +288,11 @@ impl Connections {
 
     pub fn len(&self) -> usize {
         *self.count.borrow()
+    }
+
+    /// How many times the set changed (the inspector's connections revision).
+    pub fn revision(&self) -> u64 {
+        self.revision.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     pub fn is_empty(&self) -> bool {

@@ -71,6 +71,8 @@ struct Inner {
     /// once, so it holds at most one entry per connection of this generation.
     ended_conns: Mutex<Vec<super::Conn>>,
     ended_conns_changed: tokio::sync::Notify,
+    /// The inspector's token and counters ([`crate::inspector`]).
+    inspector: crate::inspector::ActorInspector,
 }
 
 /// Identity of a generation, as the engine gives it on start.
@@ -138,6 +140,7 @@ impl ActorContext {
             conns: super::Connections::default(),
             dispatch,
             dispatch_rx: Mutex::new(Some(dispatch_rx)),
+            inspector: crate::inspector::ActorInspector::default(),
             ended_conns: Mutex::default(),
             ended_conns_changed: tokio::sync::Notify::new(),
         }))
@@ -337,6 +340,12 @@ impl ActorContext {
     }
     pub fn set_state(&self, state: Vec<u8>) {
         *self.0.state.lock().unwrap_or_else(|p| p.into_inner()) = state;
+        self.0.inspector.state_changed();
+    }
+
+    /// The inspector's token and counters.
+    pub fn inspector(&self) -> &crate::inspector::ActorInspector {
+        &self.0.inspector
     }
 
     pub(crate) async fn lock_writes(&self) -> tokio::sync::MutexGuard<'_, ()> {

@@ -222,6 +222,8 @@ pub(crate) async fn load(ctx: &ActorContext) -> anyhow::Result<()> {
     let entries = ctx.link().kv_list_prefix(ctx.actor_id(), vec![SCHEDULE_PREFIX], false, None).await?;
     let events = entries
         .into_iter()
+        // The exact key `[3]` is the inspector token, not an event.
+        .filter(|(key, _)| key.as_slice() != crate::inspector::TOKEN_KEY)
         .filter_map(|(key, value)| {
             let id = String::from_utf8(key.get(1..)?.to_vec()).ok()?;
             match decode_event(id, &value) {

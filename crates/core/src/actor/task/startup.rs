@@ -44,6 +44,8 @@ async fn run_start_hooks(ctx: ActorContext, factory: ActorFactory) -> anyhow::Re
     ctx.sync_engine_alarm();
     // Queued messages (their headers) for the consumers this start runs.
     crate::actor::queue::load(&ctx).await?;
+    // The inspector token: created on the first start, loaded on the others.
+    crate::inspector::ensure_token(&ctx).await?;
 
     // Hibernatable connections of the previous generation: registered
     // (without hooks) and handed to the envoy, which reopens the sockets

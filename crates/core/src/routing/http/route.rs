@@ -34,6 +34,12 @@ impl Route {
             };
             return Ok(Route::Raw(uri));
         }
+        // The inspector's routes are served by RivetKit's runtime inside
+        // `onRequest` (it sets `handleInspectorHttpInRuntime`), path as is
+        // (docs/inspector.md).
+        if path.starts_with("/inspector/") {
+            return Ok(Route::Raw(path.to_string()));
+        }
         let bare = path_without_query(path);
         if let Some(segment) = single_segment(bare, "/action/") {
             return Ok(Route::Action(percent_decode(segment)?));
@@ -103,6 +109,8 @@ mod tests {
         assert_eq!(route("/request/users/1?x=2"), Route::Raw("/users/1?x=2".into()));
         assert_eq!(route("/request?foo=bar"), Route::Raw("/?foo=bar".into()));
         assert_eq!(route("/requestfoo"), Route::NotFound("/requestfoo".into()));
+        assert_eq!(route("/inspector/state?x=1"), Route::Raw("/inspector/state?x=1".into()));
+        assert_eq!(route("/inspector"), Route::NotFound("/inspector".into()));
         assert_eq!(route("/"), Route::Root);
         assert_eq!(route(""), Route::Root);
         assert_eq!(route("/?x"), Route::Root);
