@@ -115,6 +115,18 @@ export declare class ActorContext {
    * with `inspector.unauthorized` otherwise.
    */
   verifyInspectorAuth(bearerToken?: string | undefined | null): Promise<void>
+  /**
+   * A handle on the same generation acting under the JavaScript span
+   * `traceparent` (ignored unless a valid W3C version-00 header).
+   */
+  withApplicationSpan(traceparent?: string | undefined | null, tracestate?: string | undefined | null): ActorContext
+  /** The application span this handle acts under, or `null`. */
+  invocationTraceContext(): JsActorInvocationTraceContext | null
+  /**
+   * Opens the `actor.call` span of one call to `actionName` on an actor
+   * named `actorName`.
+   */
+  startCallSpan(actorName: string, actionName: string): OutboundCall | null
   /** The actor's message queue. */
   queue(): Queue
   /** No-op (state-change hooks are driven by the TypeScript runtime). */
@@ -134,8 +146,9 @@ export declare class ActorContext {
   /** Always `false` (see `setPreventSleep`). */
   preventSleep(): boolean
   /**
-   * Clearing (no argument) resolves; setting a run wake time is not
-   * supported yet and rejects with `rivetkit-native.unsupported`.
+   * Sets (or, with no argument, clears) the time the `run` handler wants
+   * the actor awake by: the engine's alarm covers it, so a sleeping actor
+   * starts (with its `run`) on time. Rejects on a stopped generation.
    */
   setRunWakeAt(timestampMs?: number | undefined | null): Promise<void>
   /**
@@ -158,12 +171,6 @@ export declare class ActorContext {
   sql(): JsNativeDatabase
   /** Not supported yet (needs SQLite): rejects with `rivetkit-native.unsupported`. */
   beginStateTransaction(timeoutMs?: number | undefined | null): Promise<JsActorStateTransaction>
-  /** Without tracing: a handle on the same generation. */
-  withApplicationSpan(traceparent?: string | undefined | null, tracestate?: string | undefined | null): ActorContext
-  /** Always `null`: no invocation tracing yet. */
-  invocationTraceContext(): JsActorInvocationTraceContext | null
-  /** Always `null` (tracing disabled): the caller sends its own context. */
-  startCallSpan(actorName: string, actionName: string): OutboundCall | null
   /** A workflow span that records nothing; its `ctx()` is this generation. */
   startWorkflowSpan(): Promise<WorkflowSpan>
   /** Always `null` (tracing disabled). */
@@ -354,11 +361,13 @@ export declare class NapiActorFactory {
 }
 
 /**
- * One open call out to another actor. Without tracing it carries no
- * span: `spanContext()` is `null` and `finish` does nothing.
+ * One open call out to another actor (`ctx.startCallSpan`): an
+ * `actor.call` span until `finish`.
  */
 export declare class OutboundCall {
+  /** The call span's W3C context, for the callee to parent to. */
   spanContext(): JsActorInvocationSpanContext | null
+  /** Records the outcome and closes the span; later calls do nothing. */
   finish(error?: string | undefined | null): void
 }
 
@@ -650,11 +659,11 @@ export interface JsActorConfig {
   actions?: Array<JsActionDefinition>
   /** Accepted for compatibility; there is no SQLite (see the README). */
   sqliteProfiling?: JsSqliteProfilingConfig
-  /** Accepted for compatibility; there is no inspector (see the README). */
+  /** Accepted for compatibility; custom inspector tabs are not served. */
   inspectorTabs?: Array<JsInspectorTabEntry>
 }
 
-/** W3C span context of an invocation span. */
+/** W3C span context of a span. */
 export interface JsActorInvocationSpanContext {
   traceId: string
   spanId: string
@@ -662,10 +671,7 @@ export interface JsActorInvocationSpanContext {
   tracestate?: string
 }
 
-/**
- * Active actor invocation correlation (never produced yet:
- * `ctx.invocationTraceContext()` returns `null`).
- */
+/** Active actor invocation correlation: the application span of the handle. */
 export interface JsActorInvocationTraceContext {
   rayId?: string
   span?: JsActorInvocationSpanContext
@@ -772,7 +778,7 @@ export interface JsInspectorSnapshot {
   connectedClients: number
 }
 
-/** A custom inspector tab (accepted, unused: the inspector is not built). */
+/** A custom inspector tab (accepted, unused: custom tabs are not served). */
 export interface JsInspectorTabEntry {
   id: string
   label?: string
@@ -1058,7 +1064,7 @@ export interface SerializePayload {
  */
 export declare function setTelemetryLogSink(callback: (...args: never[]) => unknown): void
 
-/** Resolves at once: there is no telemetry pipeline to flush. */
+/** Resolves at once: spans go to `tracing`, there is nothing to flush. */
 export declare function shutdownTelemetry(): Promise<void>
 
 /** One hibernatable connection's persisted bytes. */

@@ -181,13 +181,30 @@ describe("unsupported features fail only when used", () => {
 						ctx.setPreventSleep(true);
 						const span = await ctx.startWorkflowSpan();
 						await span.finish("ok");
+						await ctx.setRunWakeAt(Date.now() + 3_600_000);
 						await ctx.setRunWakeAt(null);
+						// Spans: a call span in a new trace, and one under an
+						// application span (same trace, new span id).
+						const TRACE = "4bf92f3577b34da6a3ce929d0e0e4736";
+						const app = ctx.withApplicationSpan(`00-${TRACE}-00f067aa0ba902b7-01`, null);
+						const call = ctx.startCallSpan("a", "b");
+						const appCall = app.startCallSpan("a", "b");
+						const spanShape = (c) => ({
+							trace: /^[0-9a-f]{32}$/.test(c.traceId),
+							span: /^[0-9a-f]{16}$/.test(c.spanId),
+							flags: c.traceFlags,
+						});
+						call.finish();
+						appCall.finish("failed");
+						appCall.finish();
 						await ctx.disconnectConns(() => false);
 						Object.assign(seen, {
 							sameRuntimeState: ctx.runtimeState() === rs,
 							hits: rs.hits,
 							trace: ctx.invocationTraceContext(),
-							callSpan: ctx.startCallSpan("a", "b"),
+							appTrace: app.invocationTraceContext()?.span?.traceId,
+							callSpan: spanShape(call.spanContext()),
+							appCallInTrace: appCall.spanContext().traceId === TRACE && appCall.spanContext().spanId !== "00f067aa0ba902b7",
 							stepSpan: ctx.startWorkflowStepSpan("s", 1),
 							preventSleep: ctx.preventSleep(),
 							pending: ctx.hasPendingHibernationChanges(),
@@ -260,7 +277,9 @@ describe("unsupported features fail only when used", () => {
 			sameRuntimeState: true,
 			hits: second.body.output,
 			trace: null,
-			callSpan: null,
+			appTrace: "4bf92f3577b34da6a3ce929d0e0e4736",
+			callSpan: { trace: true, span: true, flags: 1 },
+			appCallInTrace: true,
 			stepSpan: null,
 			preventSleep: false,
 			pending: false,

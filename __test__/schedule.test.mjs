@@ -1,7 +1,8 @@
 // Scheduled actions (`ctx.schedule().after/at`) against the real engine:
 // an event scheduled before sleeping wakes the actor and runs its action
 // with `scheduledFire`; get/list/cancel; the maxSchedules limit, which
-// cron jobs share; a cron job wakes the actor too.
+// cron jobs share; a cron job wakes the actor too; so does a run wake time
+// (`setRunWakeAt`).
 
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
@@ -38,6 +39,11 @@ describe("schedule", () => {
 						const id = await schedule.after(Number(url.searchParams.get("ms")), "remember", cbor([url.searchParams.get("text")]));
 						if (url.searchParams.has("sleep")) ctx.sleep();
 						return reply({ id });
+					}
+					case "/run-wake": {
+						await ctx.setRunWakeAt(Date.now() + Number(url.searchParams.get("ms")));
+						ctx.sleep();
+						return reply({});
 					}
 					case "/at": {
 						const id = await schedule.at(Date.now() + 60_000, "remember", cbor(["later"]));
@@ -97,6 +103,15 @@ describe("schedule", () => {
 		assert.ok(fire.scheduledFire.firedAt >= fire.scheduledFire.scheduledAt);
 		assert.ok(wakes.some((w) => w.actorId === id && w.generation === 2));
 		assert.deepEqual((await call(id, "/list")).body, [], "a fired event is gone");
+	});
+
+	test("setRunWakeAt with a time wakes the sleeping actor", async () => {
+		const { actor_id: id } = await create("sched", "run-wake");
+		assert.equal((await call(id, "/run-wake?ms=2000")).status, 200);
+		await waitFor(() => wakes.some((w) => w.actorId === id && w.generation === 2), {
+			timeoutMs: 30_000,
+			what: "the engine waking the actor for its run wake time",
+		});
 	});
 
 	test("get, list and cancel see pending events", async () => {

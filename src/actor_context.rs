@@ -26,11 +26,14 @@ use crate::types::StateDeltaPayload;
 #[napi]
 pub struct ActorContext {
     pub(crate) inner: CoreContext,
+    /// The JavaScript application span this handle acts under
+    /// (`withApplicationSpan`), parent of the spans it opens.
+    pub(crate) app_span: Option<crate::telemetry::SpanContext>,
 }
 
 impl From<CoreContext> for ActorContext {
     fn from(inner: CoreContext) -> Self {
-        Self { inner }
+        Self { inner, app_span: None }
     }
 }
 

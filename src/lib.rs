@@ -44,6 +44,7 @@ pub mod actor_context;
 pub mod body_stream;
 pub mod inspector;
 pub mod queue;
+pub mod telemetry;
 
 pub mod unsupported;
 

@@ -1,15 +1,14 @@
 //! `ActorContext` calls through which `@rivetkit/rivetkit-napi`'s runtime
 //! keeps books that the core keeps itself, or that are not built yet:
 //! state-change hooks, hibernation changes, prevent-sleep, the run wake time
-//! and tracked shutdown work. They are no-ops that answer as "nothing
-//! pending" (each says what it answers); setting a run wake time rejects
-//! with `rivetkit-native.unsupported` (see [`super`]).
+//! and tracked shutdown work. Most are no-ops that answer as "nothing
+//! pending" (each says what it answers); the run wake time is kept by the
+//! core and joins the engine's alarm.
 
 use napi::bindgen_prelude::{PromiseRaw, Unknown};
 use napi::Env;
 use napi_derive::napi;
 
-use super::reject;
 use crate::actor_context::ActorContext;
 use crate::conn::ConnHandle;
 use crate::error::{reject as reject_invalid, spawn_promise};
@@ -57,8 +56,9 @@ impl ActorContext {
         false
     }
 
-    /// Clearing (no argument) resolves; setting a run wake time is not
-    /// supported yet and rejects with `rivetkit-native.unsupported`.
+    /// Sets (or, with no argument, clears) the time the `run` handler wants
+    /// the actor awake by: the engine's alarm covers it, so a sleeping actor
+    /// starts (with its `run`) on time. Rejects on a stopped generation.
     #[napi(ts_args_type = "timestampMs?: number | undefined | null", ts_return_type = "Promise<void>")]
     pub fn set_run_wake_at<'env>(
         &self,
@@ -69,10 +69,8 @@ impl ActorContext {
             Ok(timestamp) => timestamp,
             Err(err) => return reject_invalid(env, err),
         };
-        if timestamp.is_some() {
-            return reject(env, "ActorContext.setRunWakeAt");
-        }
-        spawn_promise(env, async { Ok(()) })
+        let ctx = self.inner.clone();
+        spawn_promise(env, async move { ctx.set_run_wake_at(timestamp) })
     }
 
     /// Resolves `true` at once: tracked work (`waitUntil`, `keepAwake`,

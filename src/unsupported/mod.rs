@@ -8,8 +8,8 @@
 //! only when it is actually used, with the structured error
 //! `rivetkit-native.unsupported` (HTTP 400) whose message and
 //! `metadata.feature` name the method (e.g. `JsNativeDatabase.exec`). Calls that are
-//! harmless without the feature (tracing, telemetry, hibernation
-//! bookkeeping) succeed as no-ops instead; each says so.
+//! harmless without the feature (hibernation bookkeeping) succeed as
+//! no-ops instead; each says so.
 //!
 //! `ActorContext`'s own unsupported and no-op methods are here too, in an
 //! `impl ActorContext` block of the module of their feature
@@ -23,5 +23,4 @@ pub(crate) use crate::error::{reject_unsupported as reject, unsupported as fail}
 pub mod bookkeeping;
 pub mod inspector;
 pub mod sqlite;
-pub mod telemetry;
 pub mod workflow;

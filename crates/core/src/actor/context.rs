@@ -73,6 +73,9 @@ struct Inner {
     ended_conns_changed: tokio::sync::Notify,
     /// The inspector's token and counters ([`crate::inspector`]).
     inspector: crate::inspector::ActorInspector,
+    /// When the `run` handler asked to be woken (`setRunWakeAt`), ms since
+    /// the epoch; this generation's only, never persisted.
+    run_wake_at: Mutex<Option<i64>>,
 }
 
 /// Identity of a generation, as the engine gives it on start.
@@ -141,6 +144,7 @@ impl ActorContext {
             dispatch,
             dispatch_rx: Mutex::new(Some(dispatch_rx)),
             inspector: crate::inspector::ActorInspector::default(),
+            run_wake_at: Mutex::new(None),
             ended_conns: Mutex::default(),
             ended_conns_changed: tokio::sync::Notify::new(),
         }))
@@ -513,12 +517,30 @@ impl ActorContext {
         }
     }
 
+    /// Sets (or clears) the time the `run` handler wants the actor awake
+    /// by: the engine's alarm covers it too, so a sleeping actor is started
+    /// (and its `run` with it) on time. Not persisted, and nothing fires
+    /// in-process: an awake `run` keeps its own timers (docs/generations.md).
+    pub fn set_run_wake_at(&self, timestamp_ms: Option<i64>) -> anyhow::Result<()> {
+        self.check_writable()?;
+        *self.0.run_wake_at.lock().unwrap_or_else(|p| p.into_inner()) = timestamp_ms;
+        self.sync_engine_alarm();
+        Ok(())
+    }
+
+    pub fn run_wake_at(&self) -> Option<i64> {
+        *self.0.run_wake_at.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// Pushes the next wake-up to the engine if it changed since the last push.
     pub(crate) fn sync_engine_alarm(&self) {
         if self.is_lost() {
             return;
         }
-        let next = self.next_wake();
+        let next = match (self.next_wake(), self.run_wake_at()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         {
             let mut pushed = self.0.pushed_alarm.lock().unwrap_or_else(|p| p.into_inner());
             // Nothing pushed yet and nothing to wake for: leave the engine be.

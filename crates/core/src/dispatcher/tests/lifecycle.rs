@@ -240,3 +240,21 @@ async fn a_save_waiter_is_answered_when_the_generation_stops() {
     let waited = tokio::time::timeout(Duration::from_secs(60), ctx.request_save_and_wait(SaveOptions::default())).await;
     assert!(matches!(waited, Ok(Err(_))), "answered with an error, not left pending");
 }
+
+#[test]
+fn the_run_wake_time_joins_the_engine_alarm_and_clears() {
+    use crate::actor::link::MemoryLink;
+    use std::sync::Arc;
+    let link = Arc::new(MemoryLink::default());
+    let ctx = crate::actor::ActorContext::for_test_with("actor", 1, link.clone());
+    let pushed = || *link.alarm.lock().unwrap();
+    ctx.set_run_wake_at(Some(5_000)).unwrap();
+    assert_eq!(pushed(), Some(Some(5_000)));
+    ctx.set_alarm(Some(9_000)).unwrap();
+    assert_eq!(pushed(), Some(Some(5_000)), "the earlier of the two");
+    ctx.set_run_wake_at(None).unwrap();
+    assert_eq!(pushed(), Some(Some(9_000)));
+    ctx.set_alarm(None).unwrap();
+    assert_eq!(pushed(), Some(None));
+    assert_eq!(ctx.run_wake_at(), None);
+}

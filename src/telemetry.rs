@@ -1,0 +1,226 @@
+//! Tracing of `@rivetkit/rivetkit-napi`'s telemetry calls.
+//!
+//! Spans are `tracing` spans (our logs carry them; there is no
+//! OpenTelemetry exporter). A handle from `ctx.withApplicationSpan` carries
+//! the JavaScript span it acts under (W3C `traceparent`); `startCallSpan`
+//! opens an `actor.call` span for one call out to another actor, in that
+//! trace when there is one and in a new trace otherwise, and gives its W3C
+//! context for the callee. `finish` records the outcome and closes it; an
+//! `OutboundCall` dropped unfinished closes as cancelled.
+//!
+//! `setTelemetryLogSink` keeps nothing (no OpenTelemetry SDK warns through
+//! it) and `shutdownTelemetry` resolves at once (nothing to flush).
+
+use std::sync::Mutex;
+
+use napi::bindgen_prelude::PromiseRaw;
+use napi::Env;
+use napi_derive::napi;
+
+use crate::actor_context::ActorContext;
+use crate::error::spawn_promise;
+
+/// Active actor invocation correlation: the application span of the handle.
+#[napi(object)]
+pub struct JsActorInvocationTraceContext {
+    pub ray_id: Option<String>,
+    pub span: Option<JsActorInvocationSpanContext>,
+}
+
+/// W3C span context of a span.
+#[napi(object)]
+pub struct JsActorInvocationSpanContext {
+    pub trace_id: String,
+    pub span_id: String,
+    pub trace_flags: u32,
+    pub tracestate: Option<String>,
+}
+
+/// A W3C span context: 32 and 16 lowercase hex digits, and the flags.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpanContext {
+    pub trace_id: String,
+    pub span_id: String,
+    pub flags: u8,
+    pub tracestate: Option<String>,
+}
+
+impl SpanContext {
+    /// Parses a version-00 `traceparent`; `None` if it is not one or its
+    /// ids are all zeros.
+    pub fn parse(traceparent: &str, tracestate: Option<String>) -> Option<Self> {
+        let mut parts = traceparent.trim().split('-');
+        let (version, trace_id, span_id, flags) = (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+        let hex = |s: &str, len: usize| s.len() == len && s.bytes().all(|b| b.is_ascii_hexdigit());
+        let nonzero = |s: &str| s.bytes().any(|b| b != b'0');
+        if parts.next().is_some() || version != "00" || !hex(trace_id, 32) || !hex(span_id, 16) || !hex(flags, 2) {
+            return None;
+        }
+        if !nonzero(trace_id) || !nonzero(span_id) {
+            return None;
+        }
+        Some(Self {
+            trace_id: trace_id.to_ascii_lowercase(),
+            span_id: span_id.to_ascii_lowercase(),
+            flags: u8::from_str_radix(flags, 16).ok()?,
+            tracestate: tracestate.filter(|s| !s.is_empty()),
+        })
+    }
+
+    /// A child of `parent` (or the root of a new, sampled trace).
+    fn child_of(parent: Option<&SpanContext>) -> Self {
+        match parent {
+            Some(parent) => Self {
+                trace_id: parent.trace_id.clone(),
+                span_id: random_hex::<8>(),
+                flags: parent.flags,
+                tracestate: parent.tracestate.clone(),
+            },
+            None => Self { trace_id: random_hex::<16>(), span_id: random_hex::<8>(), flags: 1, tracestate: None },
+        }
+    }
+
+    fn to_js(&self) -> JsActorInvocationSpanContext {
+        JsActorInvocationSpanContext {
+            trace_id: self.trace_id.clone(),
+            span_id: self.span_id.clone(),
+            trace_flags: u32::from(self.flags),
+            tracestate: self.tracestate.clone(),
+        }
+    }
+}
+
+/// `N` random bytes as lowercase hex, never all zeros (W3C forbids it).
+fn random_hex<const N: usize>() -> String {
+    let mut bytes = [0u8; N];
+    if getrandom::getrandom(&mut bytes).is_err() || bytes.iter().all(|b| *b == 0) {
+        // No randomness: still a valid, distinct-enough id from the clock.
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(1)
+            .max(1);
+        for (i, b) in bytes.iter_mut().enumerate() {
+            *b = (nanos >> ((i % 16) * 8)) as u8;
+        }
+        bytes[N - 1] |= 1;
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Accepts the OpenTelemetry log sink and keeps nothing: there is no
+/// OpenTelemetry SDK whose warnings it would receive.
+#[napi(ts_args_type = "callback: (...args: never[]) => unknown")]
+pub fn set_telemetry_log_sink() {}
+
+/// Resolves at once: spans go to `tracing`, there is nothing to flush.
+#[napi(ts_return_type = "Promise<void>")]
+pub fn shutdown_telemetry(env: &Env) -> napi::Result<PromiseRaw<'_, ()>> {
+    spawn_promise(env, async { Ok(()) })
+}
+
+/// One open call out to another actor (`ctx.startCallSpan`): an
+/// `actor.call` span until `finish`.
+#[napi]
+pub struct OutboundCall {
+    context: SpanContext,
+    span: Mutex<Option<tracing::Span>>,
+}
+
+#[napi]
+impl OutboundCall {
+    /// The call span's W3C context, for the callee to parent to.
+    #[napi(ts_return_type = "JsActorInvocationSpanContext | null")]
+    pub fn span_context(&self) -> Option<JsActorInvocationSpanContext> {
+        Some(self.context.to_js())
+    }
+
+    /// Records the outcome and closes the span; later calls do nothing.
+    #[napi(ts_args_type = "error?: string | undefined | null")]
+    pub fn finish(&self, error: Option<String>) {
+        let Some(span) = self.span.lock().unwrap_or_else(|p| p.into_inner()).take() else {
+            return;
+        };
+        match error {
+            Some(error) => tracing::debug!(parent: &span, outcome = "error", %error, "call finished"),
+            None => tracing::debug!(parent: &span, outcome = "ok", "call finished"),
+        }
+    }
+}
+
+impl Drop for OutboundCall {
+    fn drop(&mut self) {
+        if let Some(span) = self.span.get_mut().unwrap_or_else(|p| p.into_inner()).take() {
+            tracing::debug!(parent: &span, outcome = "cancelled", "call dropped unfinished");
+        }
+    }
+}
+
+/// `ActorContext`'s tracing calls.
+#[napi]
+impl ActorContext {
+    /// A handle on the same generation acting under the JavaScript span
+    /// `traceparent` (ignored unless a valid W3C version-00 header).
+    #[napi(ts_args_type = "traceparent?: string | undefined | null, tracestate?: string | undefined | null")]
+    pub fn with_application_span(&self, traceparent: Option<String>, tracestate: Option<String>) -> ActorContext {
+        let mut ctx = ActorContext::from(self.inner.clone());
+        ctx.app_span = traceparent.and_then(|t| SpanContext::parse(&t, tracestate));
+        ctx
+    }
+
+    /// The application span this handle acts under, or `null`.
+    #[napi(ts_return_type = "JsActorInvocationTraceContext | null")]
+    pub fn invocation_trace_context(&self) -> Option<JsActorInvocationTraceContext> {
+        self.app_span.as_ref().map(|span| JsActorInvocationTraceContext { ray_id: None, span: Some(span.to_js()) })
+    }
+
+    /// Opens the `actor.call` span of one call to `actionName` on an actor
+    /// named `actorName`.
+    #[napi(ts_args_type = "actorName: string, actionName: string", ts_return_type = "OutboundCall | null")]
+    pub fn start_call_span(&self, actor_name: String, action_name: String) -> Option<OutboundCall> {
+        let context = SpanContext::child_of(self.app_span.as_ref());
+        let span = tracing::info_span!(
+            "actor.call",
+            actor_id = %self.inner.actor_id(),
+            target = %actor_name,
+            action = %action_name,
+            trace_id = %context.trace_id,
+            span_id = %context.span_id,
+            parent_span_id = self.app_span.as_ref().map(|p| p.span_id.as_str()),
+        );
+        Some(OutboundCall { context, span: Mutex::new(Some(span)) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn traceparent_parsing() {
+        let ok =
+            SpanContext::parse("00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01", Some("a=b".into())).unwrap();
+        assert_eq!(ok.trace_id, "4bf92f3577b34da6a3ce929d0e0e4736");
+        assert_eq!((ok.span_id.as_str(), ok.flags, ok.tracestate.as_deref()), ("00f067aa0ba902b7", 1, Some("a=b")));
+        for bad in [
+            "",
+            "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e473-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-x",
+        ] {
+            assert_eq!(SpanContext::parse(bad, None), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_child_keeps_the_trace_and_gets_a_new_span_id() {
+        let parent = SpanContext::parse("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", None).unwrap();
+        let child = SpanContext::child_of(Some(&parent));
+        assert_eq!(child.trace_id, parent.trace_id);
+        assert_ne!(child.span_id, parent.span_id);
+        let root = SpanContext::child_of(None);
+        assert!(SpanContext::parse(&format!("00-{}-{}-01", root.trace_id, root.span_id), None).is_some());
+    }
+}
