@@ -115,6 +115,8 @@ export declare class ActorContext {
    * with `inspector.unauthorized` otherwise.
    */
   verifyInspectorAuth(bearerToken?: string | undefined | null): Promise<void>
+  /** The actor's message queue. */
+  queue(): Queue
   /**
    * A handle on the same generation acting under the JavaScript span
    * `traceparent` (ignored unless a valid W3C version-00 header).
@@ -127,8 +129,6 @@ export declare class ActorContext {
    * named `actorName`.
    */
   startCallSpan(actorName: string, actionName: string): OutboundCall | null
-  /** The actor's message queue. */
-  queue(): Queue
   /** No-op (state-change hooks are driven by the TypeScript runtime). */
   beginOnStateChange(): void
   /** No-op, see `beginOnStateChange`. */

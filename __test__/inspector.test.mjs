@@ -3,11 +3,16 @@
 // `onRequest` and asks the addon to check the bearer token; the token is
 // the actor's own, created on its first start and read here the way the
 // dashboard reads it: from the actor-KV key `[3]` through the engine's API.
+// Then the inspector WebSocket (`/inspector/connect`, protocol version 6,
+// BARE frames read and written by hand below): it reads the state and sees
+// an action's effect.
 
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 
+import { decode as cborDecode, encode as cborEncode } from "cbor-x";
 import { createClient } from "rivetkit/client";
+import WebSocket from "ws";
 
 import { interrupt, startApp, waitForOutput } from "./helpers/app.mjs";
 import { ADMIN_TOKEN, NAMESPACE, gatewayFetch, startEngine, waitFor } from "./helpers/engine.mjs";
@@ -55,6 +60,105 @@ async function inspect(endpoint, actorId, path, { token, method = "GET", body } 
 		json = text;
 	}
 	return { status: res.status, body: json };
+}
+
+// --- inspector protocol v6 frames (the few this test uses) ---
+
+function uint(n) {
+	const out = [];
+	while (n >= 0x80) {
+		out.push((n & 0x7f) | 0x80);
+		n >>>= 7;
+	}
+	out.push(n);
+	return out;
+}
+const data = (bytes) => [...uint(bytes.length), ...bytes];
+const stateRequest = (id) => Buffer.from([1, ...uint(id)]);
+const actionRequest = (id, name, args) => Buffer.from([3, ...uint(id), ...data(Buffer.from(name)), ...data(cborEncode(args))]);
+
+function reader(buf) {
+	let at = 0;
+	const r = {
+		uint() {
+			let n = 0;
+			let shift = 0;
+			for (;;) {
+				const b = buf[at++];
+				n += (b & 0x7f) * 2 ** shift;
+				if (!(b & 0x80)) return n;
+				shift += 7;
+			}
+		},
+		data() {
+			const len = r.uint();
+			const out = buf.subarray(at, at + len);
+			at += len;
+			return out;
+		},
+		bool: () => buf[at++] === 1,
+		optData: () => (r.bool() ? r.data() : null),
+	};
+	return r;
+}
+
+/** Decodes the messages this test expects (`ToClientBody` of v6). */
+function decodeMessage(buf) {
+	const r = reader(buf);
+	const tag = r.uint();
+	switch (tag) {
+		case 0: {
+			const rid = r.uint();
+			const state = r.optData();
+			return { tag: "StateResponse", rid, state: state && cborDecode(state), isStateEnabled: r.bool() };
+		}
+		case 2:
+			return { tag: "ActionResponse", rid: r.uint(), output: cborDecode(r.data()) };
+		case 5:
+			return { tag: "StateUpdated", state: cborDecode(r.data()) };
+		case 16:
+			return { tag: "Error", message: r.data().toString() };
+		case 17: {
+			const connections = r.uint();
+			const state = r.optData();
+			return { tag: "Init", connections, state: state && cborDecode(state), isStateEnabled: r.bool() };
+		}
+		default:
+			return { tag };
+	}
+}
+
+function openInspector(engine, actorId, token, { version = 6 } = {}) {
+	const url = `ws://127.0.0.1:${engine.guardPort}/gateway/${encodeURIComponent(actorId)}/inspector/connect?protocol_version=${version}`;
+	const ws = new WebSocket(url, ["rivet", `rivet_inspector_token.${token}`]);
+	const messages = [];
+	let wake = () => {};
+	ws.on("message", (buf) => {
+		messages.push(decodeMessage(Buffer.from(buf)));
+		wake();
+	});
+	const closed = new Promise((resolve) => ws.on("close", (code, reason) => resolve({ code, reason: reason.toString() })));
+	ws.on("error", () => {});
+	return {
+		ws,
+		closed,
+		/** The first message not yet taken that `pick` accepts. */
+		async take(pick, what) {
+			const deadline = Date.now() + 20_000;
+			for (;;) {
+				const i = messages.findIndex(pick);
+				if (i >= 0) return messages.splice(i, 1)[0];
+				if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; got ${JSON.stringify(messages)}`);
+				await new Promise((resolve) => {
+					const timer = setTimeout(resolve, 200);
+					wake = () => {
+						clearTimeout(timer);
+						resolve();
+					};
+				});
+			}
+		},
+	};
 }
 
 describe("the inspector's HTTP routes", () => {
@@ -121,5 +225,43 @@ describe("the inspector's HTTP routes", () => {
 		const state = await inspect(engine.endpoint, actorId, "/inspector/state", { token });
 		assert.equal(state.status, 200, JSON.stringify(state.body));
 		assert.deepEqual(state.body.state, { count: 1 });
+	});
+
+	test("the inspector WebSocket reads the state and sees an action's effect", async (t) => {
+		const counter = client.counter.getOrCreate(["live"]);
+		assert.equal(await firstCall(t, "counter", () => counter.increment(10)), 10);
+		const actorId = await counter.resolve();
+		const token = await readToken(engine.endpoint, actorId);
+
+		const refused = openInspector(engine, actorId, "not-the-token");
+		const refusal = await refused.closed;
+		assert.notEqual(refusal.code, 1000, JSON.stringify(refusal));
+
+		const inspector = openInspector(engine, actorId, token);
+		try {
+			const init = await inspector.take((m) => m.tag === "Init", "Init");
+			// The state as last saved: RivetKit saves on its own schedule, so
+			// the first increment may not be saved yet.
+			assert.equal(init.connections, 0);
+			assert.equal(init.isStateEnabled, true);
+			assert.ok([0, 10].includes(init.state.count), JSON.stringify(init.state));
+
+			await counter.increment(5);
+			const updated = await inspector.take((m) => m.tag === "StateUpdated" && m.state.count === 15, "StateUpdated to 15");
+			assert.deepEqual(updated.state, { count: 15 });
+
+			inspector.ws.send(stateRequest(1));
+			const state = await inspector.take((m) => m.tag === "StateResponse", "StateResponse");
+			assert.deepEqual(state, { tag: "StateResponse", rid: 1, state: { count: 15 }, isStateEnabled: true });
+
+			inspector.ws.send(actionRequest(2, "increment", [1]));
+			const action = await inspector.take((m) => m.tag === "ActionResponse", "ActionResponse");
+			assert.deepEqual(action, { tag: "ActionResponse", rid: 2, output: 16 });
+			await inspector.take((m) => m.tag === "StateUpdated" && m.state.count === 16, "StateUpdated to 16");
+			assert.equal(await counter.getCount(), 16);
+		} finally {
+			inspector.ws.close();
+			await inspector.closed;
+		}
 	});
 });

@@ -8,7 +8,7 @@
 //! engine. Scheduled events share the `[3, ..]` prefix, so their prefix scan
 //! skips that exact key.
 
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, RwLock};
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -25,10 +25,10 @@ const TOKEN_BYTES: usize = 32;
 pub const TEST_TOKEN_ENV: &str = "_RIVET_TEST_INSPECTOR_TOKEN";
 
 /// Per-generation inspector bookkeeping, held by the actor context.
-#[derive(Default)]
 pub struct ActorInspector {
     token: Mutex<Option<String>>,
-    state_revision: AtomicU64,
+    /// Moves on every state write; inspector sockets watch it.
+    state_revision: tokio::sync::watch::Sender<u64>,
     /// The queue length last seen by a snapshot, and its revision: the
     /// revision moves whenever a snapshot finds a different length.
     queue_seen: Mutex<(usize, u64)>,
@@ -46,16 +46,26 @@ pub struct InspectorSnapshot {
     pub connected_clients: u32,
 }
 
+impl Default for ActorInspector {
+    fn default() -> Self {
+        Self {
+            token: Mutex::default(),
+            state_revision: tokio::sync::watch::channel(0).0,
+            queue_seen: Mutex::default(),
+            connected_clients: AtomicU32::new(0),
+        }
+    }
+}
+
 impl ActorInspector {
     /// Called on every state write.
     pub fn state_changed(&self) {
-        self.state_revision.fetch_add(1, Ordering::Relaxed);
+        self.state_revision.send_modify(|n| *n += 1);
     }
 
-    /// An inspector client attached; the returned guard detaches it.
-    pub fn client_attached(&self) -> ClientGuard<'_> {
-        self.connected_clients.fetch_add(1, Ordering::Relaxed);
-        ClientGuard(self)
+    /// Watches the state revision.
+    pub fn subscribe_state(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.state_revision.subscribe()
     }
 
     fn token(&self) -> Option<String> {
@@ -68,11 +78,18 @@ impl ActorInspector {
 }
 
 /// Counts one connected inspector client while alive.
-pub struct ClientGuard<'a>(&'a ActorInspector);
+pub struct ClientGuard(ActorContext);
 
-impl Drop for ClientGuard<'_> {
+impl ClientGuard {
+    pub fn new(ctx: &ActorContext) -> Self {
+        ctx.inspector().connected_clients.fetch_add(1, Ordering::Relaxed);
+        Self(ctx.clone())
+    }
+}
+
+impl Drop for ClientGuard {
     fn drop(&mut self) {
-        self.0.connected_clients.fetch_sub(1, Ordering::Relaxed);
+        self.0.inspector().connected_clients.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -161,7 +178,7 @@ pub fn snapshot(ctx: &ActorContext) -> InspectorSnapshot {
         seen.1
     };
     InspectorSnapshot {
-        state_revision: inspector.state_revision.load(Ordering::Relaxed),
+        state_revision: *inspector.state_revision.borrow(),
         connections_revision: ctx.conns().revision(),
         queue_revision,
         active_connections: ctx.conns().len(),
@@ -172,3 +189,5 @@ pub fn snapshot(ctx: &ActorContext) -> InspectorSnapshot {
 
 #[cfg(test)]
 mod tests;
+pub mod wire;
+pub mod ws;

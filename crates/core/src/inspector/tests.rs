@@ -42,7 +42,7 @@ fn the_snapshot_counts_state_writes_connections_and_clients() {
     let ctx = ActorContext::for_test("a", 1);
     let before = snapshot(&ctx);
     ctx.set_state(vec![1]);
-    let guard = ctx.inspector().client_attached();
+    let guard = ClientGuard::new(&ctx);
     let after = snapshot(&ctx);
     assert_eq!(after.state_revision, before.state_revision + 1);
     assert_eq!(after.connected_clients, 1);

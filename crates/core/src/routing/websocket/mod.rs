@@ -1,7 +1,8 @@
 //! Gateway WebSockets → actor (docs/wire-formats.md).
 //!
 //! `/connect` speaks the actor-connect protocol ([`actor_connect`]); any
-//! other path is a raw WebSocket for the actor's `onWebSocket` ([`raw`]).
+//! other path is a raw WebSocket for the actor's `onWebSocket` ([`raw`]),
+//! except `/inspector/connect` ([`crate::inspector::ws`]).
 //! An admission failure fails the callback, which the envoy answers with
 //! close 1011 "Server Error".
 
@@ -52,6 +53,9 @@ pub async fn handle_websocket(
 ) -> anyhow::Result<WebSocketHandler> {
     let handle = dispatcher.active_actor(actor_id)?;
     let route = path.split('?').next().unwrap_or("");
+    if route == "/inspector/connect" {
+        return Ok(crate::inspector::ws::open(dispatcher, handle, &path, &headers));
+    }
     let socket = SocketInfo {
         gateway_id,
         request_id,
