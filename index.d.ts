@@ -108,6 +108,10 @@ export declare class ActorContext {
   runtimeState(): Record<string, unknown>
   /** Forgets this generation's `runtimeState()` object. */
   clearRuntimeState(): void
+  /** Same as the free function `decodeInspectorRequest`. */
+  decodeInspectorRequest(bytes: Buffer, advertisedVersion: number): Buffer
+  /** Same as the free function `encodeInspectorResponse`. */
+  encodeInspectorResponse(bytes: Buffer, targetVersion: number): Buffer
   /** The actor's revisions and sizes for the inspector's summary. */
   inspectorSnapshot(): JsInspectorSnapshot
   /**
@@ -160,10 +164,6 @@ export declare class ActorContext {
   waitForTrackedShutdownWorkUnbounded(): Promise<void>
   /** Not supported yet: rejects with `rivetkit-native.unsupported`. */
   provisionActorRuntimeSocket(): Promise<JsActorRuntimeSocketEndpointInfo>
-  /** Not supported yet: throws `rivetkit-native.unsupported`. */
-  decodeInspectorRequest(bytes: Buffer, advertisedVersion: number): Buffer
-  /** Not supported yet: throws `rivetkit-native.unsupported`. */
-  encodeInspectorResponse(bytes: Buffer, targetVersion: number): Buffer
   /**
    * The actor's SQLite database. Not supported yet: the handle exists,
    * its statements reject with `rivetkit-native.unsupported`.
@@ -605,8 +605,16 @@ export interface CtxPayload {
   ctx: ActorContext
 }
 
+/**
+ * A request of `advertisedVersion` as a current (version 6) request.
+ * Throws `inspector.unsupported_version` or `inspector.invalid_message`.
+ */
 export declare function decodeInspectorRequest(bytes: Buffer, advertisedVersion: number): Buffer
 
+/**
+ * A current (version 6) message as a message of `targetVersion`.
+ * Throws `inspector.unsupported_version` or `inspector.invalid_message`.
+ */
 export declare function encodeInspectorResponse(bytes: Buffer, targetVersion: number): Buffer
 
 export interface ExecuteResult {

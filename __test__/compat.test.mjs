@@ -93,10 +93,18 @@ describe("surface of @rivetkit/rivetkit-napi@2.3.19", () => {
 		await native.shutdownTelemetry();
 	});
 
-	test("unsupported free functions throw rivetkit-native.unsupported", () => {
+	test("no free function throws rivetkit-native.unsupported; the inspector conversions work", () => {
+		// StateRequest {id: 5} is the same frame in versions 5 and 6.
+		assert.deepEqual([...native.decodeInspectorRequest(Buffer.from([1, 5]), 5)], [1, 5]);
+		// Error {message: "x"}: union tag 16 in version 6, 12 in version 5.
+		assert.deepEqual([...native.encodeInspectorResponse(Buffer.from([16, 1, 0x78]), 5)], [12, 1, 0x78]);
 		assert.throws(
-			() => native.decodeInspectorRequest(Buffer.alloc(0), 1),
-			(err) => err.code === "rivetkit-native.unsupported" && /inspector/i.test(err.message),
+			() => native.decodeInspectorRequest(Buffer.from([1, 5]), 1),
+			(err) => err.code === "inspector.unsupported_version",
+		);
+		assert.throws(
+			() => native.encodeInspectorResponse(Buffer.alloc(0), 6),
+			(err) => err.code === "inspector.invalid_message",
 		);
 	});
 
@@ -137,7 +145,11 @@ describe("unsupported features fail only when used", () => {
 						} catch (err) {
 							refused = err.code;
 						}
-						return cborEncode({ snapshot, refused });
+						const converted = [
+							...ctx.decodeInspectorRequest(Buffer.from([1, 5]), 5),
+							...ctx.encodeInspectorResponse(Buffer.from([16, 1, 0x78]), 5),
+						];
+						return cborEncode({ snapshot, refused, converted });
 					},
 					// Queues and cron jobs are built: the calls RivetKit makes work.
 					queueAndCron: async (_err, { ctx }) => {
@@ -237,11 +249,12 @@ describe("unsupported features fail only when used", () => {
 		assert.deepEqual(res.body.output, { sameId: true, name: "jobs", maxSize: 1000, job: "every", deleted: true });
 	});
 
-	test("inspectorSnapshot and verifyInspectorAuth work", async () => {
+	test("inspectorSnapshot, verifyInspectorAuth and the inspector conversions work on ActorContext", async () => {
 		const res = await actionFetch(engine, actorId, "inspector", { encoding: "json" });
 		assert.equal(res.status, 200, JSON.stringify(res.body));
-		const { snapshot, refused } = res.body.output;
+		const { snapshot, refused, converted } = res.body.output;
 		assert.equal(refused, "inspector.unauthorized");
+		assert.deepEqual(converted, [1, 5, 12, 1, 0x78]);
 		assert.deepEqual(Object.keys(snapshot).sort(), [
 			"activeConnections",
 			"connectedClients",

@@ -263,5 +263,19 @@ describe("the inspector's HTTP routes", () => {
 			inspector.ws.close();
 			await inspector.closed;
 		}
+
+		// Version 5: Init is union tag 13 there; StateResponse keeps tag 0.
+		const v5 = openInspector(engine, actorId, token, { version: 5 });
+		try {
+			await v5.take((m) => m.tag === 13, "a version 5 Init");
+			v5.ws.send(stateRequest(9));
+			const state = await v5.take((m) => m.tag === "StateResponse", "a version 5 StateResponse");
+			assert.equal(state.rid, 9);
+		} finally {
+			v5.ws.close();
+			await v5.closed;
+		}
+		const v4 = openInspector(engine, actorId, token, { version: 4 });
+		assert.notEqual((await v4.closed).code, 1000, "version 4 is not spoken");
 	});
 });

@@ -192,6 +192,7 @@ pub fn throw(env: &Env, err: RivetError) -> napi::Error {
 
 /// The error thrown by a synchronous method of a feature not built yet
 /// (`rivetkit-native.unsupported`, see `crate::unsupported`).
+#[allow(dead_code)]
 pub(crate) fn unsupported(env: &Env, feature: &str) -> napi::Error {
     to_js_error(env, catalog::unsupported(feature).into_anyhow())
 }

@@ -1,14 +1,31 @@
-//! The inspector's native entry points on `ActorContext`: the bearer-token
-//! check and the summary counters (docs/inspector.md). RivetKit's runtime
-//! serves the inspector's HTTP routes itself and calls these.
+//! The inspector's native entry points (docs/inspector.md): the bearer-token
+//! check and the summary counters on `ActorContext` (RivetKit's runtime
+//! serves the inspector's HTTP routes itself and calls these), and the
+//! conversions of inspector frames between protocol versions 5 and 6.
 
-use napi::bindgen_prelude::PromiseRaw;
+use napi::bindgen_prelude::{Buffer, PromiseRaw};
 use napi::Env;
 use napi_derive::napi;
 use rivetkit_native_core::inspector;
 
 use crate::actor_context::ActorContext;
 use crate::error;
+
+/// A request of `advertisedVersion` as a current (version 6) request.
+/// Throws `inspector.unsupported_version` or `inspector.invalid_message`.
+#[napi]
+pub fn decode_inspector_request(env: &Env, bytes: Buffer, advertised_version: u32) -> napi::Result<Buffer> {
+    let version = u16::try_from(advertised_version).unwrap_or(u16::MAX);
+    inspector::wire::upgrade_request(&bytes, version).map(Buffer::from).map_err(|err| error::to_js_error(env, err))
+}
+
+/// A current (version 6) message as a message of `targetVersion`.
+/// Throws `inspector.unsupported_version` or `inspector.invalid_message`.
+#[napi]
+pub fn encode_inspector_response(env: &Env, bytes: Buffer, target_version: u32) -> napi::Result<Buffer> {
+    let version = u16::try_from(target_version).unwrap_or(u16::MAX);
+    inspector::wire::downgrade_message(&bytes, version).map(Buffer::from).map_err(|err| error::to_js_error(env, err))
+}
 
 #[napi(object)]
 pub struct JsInspectorSnapshot {
@@ -30,6 +47,18 @@ fn clamp_u32(n: usize) -> u32 {
 
 #[napi]
 impl ActorContext {
+    /// Same as the free function `decodeInspectorRequest`.
+    #[napi]
+    pub fn decode_inspector_request(&self, env: &Env, bytes: Buffer, advertised_version: u32) -> napi::Result<Buffer> {
+        decode_inspector_request(env, bytes, advertised_version)
+    }
+
+    /// Same as the free function `encodeInspectorResponse`.
+    #[napi]
+    pub fn encode_inspector_response(&self, env: &Env, bytes: Buffer, target_version: u32) -> napi::Result<Buffer> {
+        encode_inspector_response(env, bytes, target_version)
+    }
+
     /// The actor's revisions and sizes for the inspector's summary.
     #[napi]
     pub fn inspector_snapshot(&self) -> JsInspectorSnapshot {

@@ -1,10 +1,18 @@
-//! The inspector protocol's frames, version 6 (docs/inspector.md): the
-//! requests we read and the messages we send, in BARE, written by hand for
-//! the few types we use. A negotiated socket sends bare frames; nothing
-//! else is spoken yet.
+//! The inspector protocol's frames (docs/inspector.md): the requests we
+//! read and the messages we send, in BARE of version 6, written by hand for
+//! the few types we use; and the conversions between version 6 and
+//! version 5 (`decodeInspectorRequest`, `encodeInspectorResponse`).
 
-/// The only version spoken (a client names it with `?protocol_version=6`).
+use crate::error::RivetError;
+
+/// The current version.
 pub const VERSION: u16 = 6;
+/// The oldest version we convert to and from.
+pub const OLDEST: u16 = 5;
+/// Request kinds of version 5 (version 6 appends three).
+const V5_REQUESTS: u64 = 11;
+const V6_REQUESTS: u64 = 14;
+const V6_MESSAGES: u64 = 20;
 
 /// A request from the inspector (`ToServerBody`); the ones we do not
 /// answer keep their id so that the error can name them.
@@ -74,6 +82,23 @@ impl Reader<'_> {
 
     fn str(&mut self) -> anyhow::Result<String> {
         Ok(String::from_utf8(self.data()?)?)
+    }
+
+    fn bool(&mut self) -> anyhow::Result<bool> {
+        let (&byte, rest) = self.0.split_first().ok_or_else(|| anyhow::anyhow!("truncated bool"))?;
+        self.0 = rest;
+        match byte {
+            0 | 1 => Ok(byte == 1),
+            b => anyhow::bail!("invalid bool {b}"),
+        }
+    }
+
+    fn opt_data(&mut self) -> anyhow::Result<Option<Vec<u8>>> {
+        if self.bool()? {
+            self.data().map(Some)
+        } else {
+            Ok(None)
+        }
     }
 }
 
@@ -165,9 +190,136 @@ pub fn encode_message(message: &Message) -> Vec<u8> {
     w.0
 }
 
+fn unsupported_version(version: u16) -> anyhow::Error {
+    RivetError::new(
+        "inspector",
+        "unsupported_version",
+        format!("inspector protocol version {version} is not supported; supported: {OLDEST} and {VERSION}"),
+    )
+    .into_anyhow()
+}
+
+fn invalid(what: &str, err: impl std::fmt::Display) -> anyhow::Error {
+    RivetError::new("inspector", "invalid_message", format!("undecodable inspector {what}: {err}")).into_anyhow()
+}
+
+/// A request of `version` as a version 6 request (`decodeInspectorRequest`).
+pub fn upgrade_request(bytes: &[u8], version: u16) -> anyhow::Result<Vec<u8>> {
+    let kinds = match version {
+        5 => V5_REQUESTS,
+        6 => V6_REQUESTS,
+        v => return Err(unsupported_version(v)),
+    };
+    let tag = Reader(bytes).uint().map_err(|e| invalid("request", e))?;
+    if tag >= kinds {
+        return Err(invalid("request", format!("unknown request kind {tag} in version {version}")));
+    }
+    // Version 6 only appended request kinds: the bytes stay as they are.
+    Ok(bytes.to_vec())
+}
+
+/// A version 6 message as a message of `version` (`encodeInspectorResponse`).
+/// Version 5 has no schedules: their messages become an `Error`
+/// `inspector.schedules_dropped`, and `Init` loses its schedule list.
+pub fn downgrade_message(bytes: &[u8], version: u16) -> anyhow::Result<Vec<u8>> {
+    let mut r = Reader(bytes);
+    let tag = r.uint().map_err(|e| invalid("message", e))?;
+    if tag >= V6_MESSAGES {
+        return Err(invalid("message", format!("unknown message kind {tag}")));
+    }
+    match version {
+        6 => return Ok(bytes.to_vec()),
+        5 => {}
+        v => return Err(unsupported_version(v)),
+    }
+    let body = r.0;
+    let v5_tag = match tag {
+        0..=6 => tag,
+        7 | 13..=15 => return Ok(schedules_dropped_v5()),
+        8..=12 => tag - 1,
+        16 => 12,
+        17 => return init_v5(body),
+        _ => tag - 4, // 18, 19: the database responses
+    };
+    let mut w = Writer::default();
+    w.uint(v5_tag);
+    w.0.extend_from_slice(body);
+    Ok(w.0)
+}
+
+fn schedules_dropped_v5() -> Vec<u8> {
+    let mut w = Writer::default();
+    w.uint(12).data(b"inspector.schedules_dropped");
+    w.0
+}
+
+/// Version 5's `Init`: version 6's without its last field, the schedules.
+fn init_v5(body: &[u8]) -> anyhow::Result<Vec<u8>> {
+    let mut r = Reader(body);
+    let start = r.0.len();
+    let mut skip = || -> anyhow::Result<()> {
+        for _ in 0..r.uint()? {
+            r.data()?; // connection id
+            r.data()?; // details
+        }
+        r.opt_data()?; // state
+        r.bool()?; // isStateEnabled
+        for _ in 0..r.uint()? {
+            r.data()?; // rpc name
+        }
+        r.bool()?; // isDatabaseEnabled
+        r.uint()?; // queueSize
+        r.opt_data()?; // workflowHistory
+        r.bool()?; // isWorkflowEnabled
+        for _ in 0..r.uint()? {
+            r.data()?; // tab id
+            r.opt_data()?; // label
+            r.opt_data()?; // icon
+            r.bool()?; // hidden
+        }
+        Ok(())
+    };
+    skip().map_err(|e| invalid("Init", e))?;
+    let kept = start - r.0.len();
+    let mut w = Writer::default();
+    w.uint(13);
+    w.0.extend_from_slice(&body[..kept]);
+    Ok(w.0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn version_5_requests_are_version_6_requests() {
+        let state = [1, 5];
+        assert_eq!(upgrade_request(&state, 5).unwrap(), state);
+        assert_eq!(upgrade_request(&state, 6).unwrap(), state);
+        let schedules = [11, 5];
+        assert!(upgrade_request(&schedules, 6).is_ok());
+        assert!(upgrade_request(&schedules, 5).is_err(), "no schedules in version 5");
+        let err = upgrade_request(&state, 4).unwrap_err();
+        assert_eq!(RivetError::extract(&err).code, "unsupported_version");
+    }
+
+    #[test]
+    fn version_6_messages_downgrade_to_version_5() {
+        let init = encode_message(&Message::Init { state: Some(vec![0xa0]), queue_size: 3 });
+        let v5 = downgrade_message(&init, 5).unwrap();
+        assert_eq!(v5[0], 13);
+        assert_eq!(&v5[1..], &init[1..init.len() - 1], "everything but the schedule list");
+        let error = encode_message(&Message::Error { message: "x".into() });
+        assert_eq!(downgrade_message(&error, 5).unwrap(), [12, 1, b'x']);
+        let rpcs = encode_message(&Message::Rpcs { rid: 1, rpcs: vec![] });
+        assert_eq!(downgrade_message(&rpcs, 5).unwrap(), [7, 1, 0]);
+        let state = encode_message(&Message::StateUpdated { state: vec![1] });
+        assert_eq!(downgrade_message(&state, 5).unwrap(), state);
+        assert_eq!(downgrade_message(&[7, 0], 5).unwrap(), schedules_dropped_v5());
+        assert_eq!(downgrade_message(&init, 6).unwrap(), init);
+        assert!(downgrade_message(&[20], 6).is_err());
+        assert!(downgrade_message(&init[..4], 5).is_err());
+    }
 
     #[test]
     fn requests_decode() {

@@ -2,7 +2,7 @@
 //!
 //! The client authenticates with the subprotocol
 //! `rivet_inspector_token.<token>` and names its protocol version with
-//! `?protocol_version=6`. On open it gets `Init` (the saved state and the
+//! `?protocol_version=6` (or 5). On open it gets `Init` (the saved state and the
 //! queue size), then `StateUpdated` after every state write; it may ask for
 //! the state, the connections, the queue, and run actions.
 
@@ -56,10 +56,11 @@ pub fn open(
         tracing::debug!(error = %err, "inspector socket refused");
         return close_on_open(POLICY, "inspector.unauthorized");
     }
-    if asked_version(path) != Some(&wire::VERSION.to_string()) {
-        return close_on_open(POLICY, "inspector.unsupported_version");
-    }
-    let socket = Arc::new(Socket { dispatcher: dispatcher.clone(), handle, closed: CancellationToken::new() });
+    let version = match asked_version(path).and_then(|v| v.parse::<u16>().ok()) {
+        Some(v) if (wire::OLDEST..=wire::VERSION).contains(&v) => v,
+        _ => return close_on_open(POLICY, "inspector.unsupported_version"),
+    };
+    let socket = Arc::new(Socket { dispatcher: dispatcher.clone(), handle, closed: CancellationToken::new(), version });
     let on_message = socket.clone();
     let on_close = socket.clone();
     WebSocketHandler {
@@ -79,10 +80,16 @@ struct Socket {
     dispatcher: Arc<Dispatcher>,
     handle: ActorTaskHandle,
     closed: CancellationToken,
+    /// The version the client asked for.
+    version: u16,
 }
 
-fn send(sender: &WebSocketSender, message: &Message) {
-    sender.send(wire::encode_message(message), true);
+/// Sends `message` in `version`.
+fn send(sender: &WebSocketSender, version: u16, message: &Message) {
+    match wire::downgrade_message(&wire::encode_message(message), version) {
+        Ok(bytes) => sender.send(bytes, true),
+        Err(err) => tracing::warn!(error = %format!("{err:#}"), "could not encode an inspector message"),
+    }
 }
 
 impl Socket {
@@ -92,8 +99,9 @@ impl Socket {
         let ctx = self.handle.context().clone();
         let mut revisions = ctx.inspector().subscribe_state();
         revisions.borrow_and_update();
-        send(&sender, &Message::Init { state: Some(ctx.state()), queue_size: ctx.queue().len() as u64 });
+        send(&sender, self.version, &Message::Init { state: Some(ctx.state()), queue_size: ctx.queue().len() as u64 });
         let closed = self.closed.clone();
+        let version = self.version;
         let fence = ctx.write_fence().clone();
         self.dispatcher.tracker().spawn(async move {
             let _client = super::ClientGuard::new(&ctx);
@@ -106,7 +114,7 @@ impl Socket {
                             break;
                         }
                         revisions.borrow_and_update();
-                        send(&sender, &Message::StateUpdated { state: ctx.state() });
+                        send(&sender, version, &Message::StateUpdated { state: ctx.state() });
                     }
                 }
             }
@@ -115,7 +123,9 @@ impl Socket {
 
     fn on_message(self: Arc<Self>, message: WebSocketMessage) {
         let ctx = self.handle.context();
-        let request = match wire::decode_request(&message.data) {
+        // Version 5 requests are version 6 requests (checked on the way).
+        let upgraded = wire::upgrade_request(&message.data, self.version);
+        let request = match upgraded.and_then(|bytes| wire::decode_request(&bytes)) {
             Ok(request) => request,
             Err(err) => {
                 tracing::debug!(error = %format!("{err:#}"), "undecodable inspector frame");
@@ -139,12 +149,13 @@ impl Socket {
             Request::Action { id, name, args } => {
                 let handle = self.handle.clone();
                 let sender = message.sender.clone();
+                let version = self.version;
                 self.dispatcher.tracker().spawn(async move {
                     let reply = match handle.action_on(None, name, args).await {
                         Ok(output) => Message::Action { rid: id, output },
                         Err(err) => Message::Error { message: RivetError::extract(&err).to_string() },
                     };
-                    send(&sender, &reply);
+                    send(&sender, version, &reply);
                 });
                 return;
             }
@@ -152,7 +163,7 @@ impl Socket {
                 Message::Error { message: format!("inspector.unsupported_request: request kind {tag} is not served") }
             }
         };
-        send(&message.sender, &reply);
+        send(&message.sender, self.version, &reply);
     }
 }
 
