@@ -12,6 +12,7 @@
 //! - [`envoy`]: the link to the engine through `rivet-envoy-client`;
 //! - [`engine`]: finding, reusing or spawning a local engine process;
 //! - [`routing`]: gateway traffic (HTTP, WebSocket) to the right generation;
+//! - [`sqlite`]: the actor's SQLite database on the engine's page store;
 //! - [`protocol`]: wire formats shared with clients (error bodies, encodings).
 
 pub mod actor;
@@ -22,5 +23,6 @@ pub mod error;
 pub mod protocol;
 pub mod registry;
 pub mod routing;
+pub mod sqlite;
 
 pub use error::{ActorSpecifier, RivetError};
