@@ -23,7 +23,7 @@ pub(crate) use crate::error::{reject_unsupported as reject, unsupported as fail}
 pub mod bookkeeping;
 pub mod inspector;
 pub mod queue;
-pub mod sqlite;
+pub mod state_transaction;
 pub mod streams;
 pub mod telemetry;
 pub mod workflow;
