@@ -220,8 +220,8 @@ describe("c.db in a RivetKit 2.3.19 app with the official client", () => {
 	let app;
 	const apps = [];
 
-	/** Starts the fixture app; resolves once its envoy serves. */
-	async function startApp() {
+	/** Starts the fixture app on `appPool`; resolves once its envoy serves. */
+	async function startApp(appPool = pool) {
 		const child = spawn(process.execPath, ["test/sqlite-server.mjs"], {
 			cwd: appDir,
 			env: {
@@ -229,7 +229,7 @@ describe("c.db in a RivetKit 2.3.19 app with the official client", () => {
 				RIVET_ENDPOINT: engine.endpoint,
 				RIVET_NAMESPACE: engine.namespace,
 				RIVET_TOKEN: engine.token,
-				RIVET_POOL: pool,
+				RIVET_POOL: appPool,
 				RIVET_RUN_SERVICES: "0",
 				RIVET_LOG_LEVEL: "info",
 			},
@@ -248,11 +248,31 @@ describe("c.db in a RivetKit 2.3.19 app with the official client", () => {
 		return started;
 	}
 
-	/** Resolves once `re` appears in the app's output after `from`. */
+	/** Resolves once `re` appears in `app`'s output after `from`. */
 	const line = (re, from = 0) =>
 		waitFor(() => re.test(app.out.slice(from)) || app.exited, { timeoutMs: 60_000, what: String(re) }).then(() => {
 			if (!re.test(app.out.slice(from))) throw new Error(`the app exited while waiting for ${re}:\n${app.out}`);
 		});
+
+	/**
+	 * The first call to an actor that does not exist yet. Now and then engine
+	 * 2.3.19 never hands a new actor to the pool's host: no start command
+	 * reaches it, and the gateway answers `route_resolve_query_timeout` after
+	 * 15 s (seen with the reference addon too, see rivetkit-app.test.mjs).
+	 * With SQL actors in the pool it happens more often, sometimes twice in a
+	 * row, while the host's envoy keeps pinging. That one engine error is
+	 * retried, visibly, at most twice; anything else fails the test.
+	 */
+	async function firstCall(t, call) {
+		for (let attempt = 1; ; attempt++) {
+			try {
+				return await call();
+			} catch (err) {
+				if (err?.code !== "route_resolve_query_timeout" || attempt === 3) throw err;
+				t.diagnostic(`the engine did not start the new actor (route_resolve_query_timeout); retry ${attempt}`);
+			}
+		}
+	}
 
 	/** Calls `fn` until the actor answers (it moves to a restarted host). */
 	const untilServed = (fn) =>
@@ -281,69 +301,70 @@ describe("c.db in a RivetKit 2.3.19 app with the official client", () => {
 		await engine?.stop();
 	});
 
-	test("an actor that declares a database and never queries it starts, serves, and opens nothing", async () => {
+	test("an actor that declares a database and never queries it starts, serves, and opens nothing", async (t) => {
 		const quiet = client.quiet.getOrCreate(["never-queries"]);
-		assert.equal(await quiet.ping(), 1);
+		assert.equal(await firstCall(t, () => quiet.ping()), 1);
 		assert.equal(await quiet.ping(), 2);
 		assert.equal(sqliteWorkers(app.child.pid), 0, "no SQLite worker thread in the host");
 	});
 
-	test("db({ onMigrate }) migrates on start; raw SQL works", async () => {
+	test("db({ onMigrate }) migrates on start; raw SQL works", async (t) => {
 		const notes = client.notes.getOrCreate(["raw"]);
-		assert.equal(await notes.add("first"), 1);
+		assert.equal(await firstCall(t, () => notes.add("first")), 1);
 		assert.equal(await notes.add("second"), 2);
 		assert.deepEqual(await notes.list(), ["first", "second"]);
 	});
 
-	test("every value type round-trips", async () => {
-		const { rows, exact } = await client.notes.getOrCreate(["values"]).values();
+	test("every value type round-trips", async (t) => {
+		const notes = client.notes.getOrCreate(["values"]);
+		const { rows, exact } = await firstCall(t, () => notes.values());
 		assert.equal(exact, true, "an integer beyond 2^53 comes back exactly, as a bigint");
-		const t = (type, value) => ({ type, value });
+		const v = (type, value) => ({ type, value });
 		assert.deepEqual(rows, [
 			{
-				id: t("number", 1),
-				i: t("number", -42),
-				big: t("bigint", "9007199254740993"),
-				r: t("number", 3.25),
-				t: t("string", "héllo \u{1F600}"),
-				b: t("array", [0, 255, 7]),
-				n: t("null", null),
+				id: v("number", 1),
+				i: v("number", -42),
+				big: v("bigint", "9007199254740993"),
+				r: v("number", 3.25),
+				t: v("string", "héllo \u{1F600}"),
+				b: v("array", [0, 255, 7]),
+				n: v("null", null),
 			},
 			{
-				id: t("number", 2),
-				i: t("number", Number.MAX_SAFE_INTEGER),
-				big: t("bigint", "-9223372036854775808"),
-				r: t("number", -1e-300),
-				t: t("string", ""),
+				id: v("number", 2),
+				i: v("number", Number.MAX_SAFE_INTEGER),
+				big: v("bigint", "-9223372036854775808"),
+				r: v("number", -1e-300),
+				t: v("string", ""),
 				// A zero-length blob reads back as null: the page store
 				// client's reader does so (the reference addon too).
-				b: t("null", null),
-				n: t("null", null),
+				b: v("null", null),
+				n: v("null", null),
 			},
 			{
-				id: t("number", 3),
-				i: t("null", null),
-				big: t("bigint", "9223372036854775807"),
-				r: t("number", 1e308),
-				t: t("null", null),
-				b: t("null", null),
-				n: t("null", null),
+				id: v("number", 3),
+				i: v("null", null),
+				big: v("bigint", "9223372036854775807"),
+				r: v("number", 1e308),
+				t: v("null", null),
+				b: v("null", null),
+				n: v("null", null),
 			},
 		]);
 	});
 
-	test("a transaction that throws rolls back; one that returns commits", async () => {
+	test("a transaction that throws rolls back; one that returns commits", async (t) => {
 		const notes = client.notes.getOrCreate(["transactions"]);
-		assert.deepEqual(await notes.failingTransaction("never"), { error: "boom", found: 0 });
+		assert.deepEqual(await firstCall(t, () => notes.failingTransaction("never")), { error: "boom", found: 0 });
 		assert.equal(await notes.transfer("a", "b"), "done");
 		// A failing statement inside the transaction takes the first insert with it.
 		await assert.rejects(notes.transfer("c", "a"));
 		assert.deepEqual(await notes.list(), ["a", "b"]);
 	});
 
-	test("SQL errors reach the action and the client as the reference reports them", async () => {
+	test("SQL errors reach the action and the client as the reference reports them", async (t) => {
 		const notes = client.notes.getOrCreate(["errors"]);
-		await notes.add("taken");
+		await firstCall(t, () => notes.add("taken"));
 		const duplicate = await notes.catchError("INSERT INTO notes (body) VALUES (?)", "taken");
 		assert.equal(`${duplicate.group}.${duplicate.code}`, "core.internal_error");
 		assert.match(duplicate.metadata.error, /UNIQUE constraint failed: notes\.body/);
@@ -360,9 +381,9 @@ describe("c.db in a RivetKit 2.3.19 app with the official client", () => {
 		assert.deepEqual(await notes.list(), ["taken"], "the actor keeps serving");
 	});
 
-	test("drizzle: schema queries, updates and a transaction", async () => {
+	test("drizzle: schema queries, updates and a transaction", async (t) => {
 		const todos = client.todos.getOrCreate(["drizzle"]);
-		assert.deepEqual(await todos.add("write tests"), { id: 1, title: "write tests", done: false });
+		assert.deepEqual(await firstCall(t, () => todos.add("write tests")), { id: 1, title: "write tests", done: false });
 		assert.equal(await todos.addMany(["ship", "rest"]), 2);
 		await todos.finish(1);
 		assert.deepEqual(await todos.list(), [
@@ -372,41 +393,46 @@ describe("c.db in a RivetKit 2.3.19 app with the official client", () => {
 		]);
 	});
 
-	test("data survives sleep and wake", async () => {
+	test("data survives sleep and wake", async (t) => {
 		const notes = client.notes.getOrCreate(["sleepy"]);
-		await notes.add("before sleep");
+		await firstCall(t, () => notes.add("before sleep"));
 		const from = app.out.length;
 		await notes.goToSleep();
 		await line(/notes sleepy going to sleep/, from);
 		assert.deepEqual(await notes.list(), ["before sleep"]);
 		await line(/notes sleepy awake/, from);
-		const todos = client.todos.getOrCreate(["sleepy"]);
-		await todos.add("persist");
+		const todos = client.todos.getOrCreate(["sleepy-todos"]);
+		await firstCall(t, () => todos.add("persist"));
 		await todos.goToSleep();
-		await line(/todos sleepy going to sleep/, from);
+		await line(/todos sleepy-todos going to sleep/, from);
 		assert.deepEqual(await todos.list(), [{ id: 1, title: "persist", done: false }]);
 	});
 
-	test("data survives a graceful restart of the host", async () => {
-		const notes = client.notes.getOrCreate(["restart"]);
-		await notes.add("kept across restart");
-		app.child.kill("SIGINT");
-		await app.exit;
-		assert.match(app.out, /notes restart going to sleep/, "RivetKit drained the actor");
-		app = await startApp();
-		assert.deepEqual(await untilServed(() => notes.list()), ["kept across restart"]);
-	});
+	// The last two tests restart the host. After a pool's host restarted,
+	// engine 2.3.19 is slow to place *new* actors in that pool (see
+	// rivetkit-app.test.mjs), so from here on only actors that exist are used.
 
-	test("a committed transaction survives a SIGKILL of the host", async () => {
+	test("a committed transaction survives a SIGKILL of the host", async (t) => {
 		const notes = client.notes.getOrCreate(["killed"]);
-		assert.equal(await notes.transfer("acked 1", "acked 2"), "done");
+		assert.equal(await firstCall(t, () => notes.transfer("acked 1", "acked 2")), "done");
 		await notes.add("acked 3");
-		const todos = client.todos.getOrCreate(["killed"]);
-		assert.equal(await todos.addMany(["acked"]), 1);
+		const todos = client.todos.getOrCreate(["killed-todos"]);
+		assert.equal(await firstCall(t, () => todos.addMany(["acked"])), 1);
 		app.child.kill("SIGKILL");
 		await app.exit;
 		app = await startApp();
 		assert.deepEqual(await untilServed(() => notes.list()), ["acked 1", "acked 2", "acked 3"]);
 		assert.deepEqual(await untilServed(() => todos.list()), [{ id: 1, title: "acked", done: false }]);
+	});
+
+	test("data survives a graceful restart of the host", async () => {
+		// The actor of the first test, on the host started by the last one.
+		const notes = client.notes.getOrCreate(["raw"]);
+		await untilServed(() => notes.add("kept across restart"));
+		app.child.kill("SIGINT");
+		await app.exit;
+		assert.match(app.out, /notes raw going to sleep/, "RivetKit drained the actor");
+		app = await startApp();
+		assert.deepEqual(await untilServed(() => notes.list()), ["first", "second", "kept across restart"]);
 	});
 });

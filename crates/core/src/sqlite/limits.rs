@@ -13,22 +13,19 @@ use std::time::Duration;
 pub const MAX_OPEN_ENV: &str = "RIVETKIT_NATIVE_SQLITE_MAX_OPEN";
 /// Environment: ms after which an unused database is closed (default 30000).
 pub const IDLE_CLOSE_ENV: &str = "RIVETKIT_NATIVE_SQLITE_IDLE_CLOSE_MS";
-/// Environment: SQLite's page cache per database, KiB (default 2048).
+/// Environment: SQLite's page cache per database, KiB (default 4096).
 pub const PAGER_CACHE_ENV: &str = "RIVETKIT_NATIVE_SQLITE_PAGER_CACHE_KIB";
 
 /// The page store client's own settings (read once, from the environment,
-/// by the client itself) that this addon gives a default when unset.
-pub const VFS_CACHE_PAGES_ENV: &str = "RIVETKIT_SQLITE_OPT_VFS_PAGE_CACHE_CAPACITY_PAGES";
-/// Its startup preload, bytes.
-pub const VFS_PRELOAD_BYTES_ENV: &str = "RIVETKIT_SQLITE_OPT_STARTUP_PRELOAD_MAX_BYTES";
+/// by the client itself) that this addon gives a default when unset: its
+/// page cache, kept beside SQLite's own ...
+pub const VFS_CACHE_MODE_ENV: &str = "RIVETKIT_SQLITE_OPT_VFS_PAGE_CACHE_MODE";
+/// ... and its read-ahead, which only fills that cache.
+pub const VFS_READ_AHEAD_ENV: &str = "RIVETKIT_SQLITE_OPT_READ_AHEAD_MODE";
 
 const DEFAULT_MAX_OPEN: usize = 512;
 const DEFAULT_IDLE_CLOSE: Duration = Duration::from_secs(30);
-const DEFAULT_PAGER_CACHE_KIB: u32 = 2048;
-/// 512 pages of 4 KiB: 2 MiB (the client's default is 50,000 pages).
-const DEFAULT_VFS_CACHE_PAGES: &str = "512";
-/// 256 KiB (the client's default is 2 MiB).
-const DEFAULT_VFS_PRELOAD_BYTES: &str = "262144";
+const DEFAULT_PAGER_CACHE_KIB: u32 = 4096;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SqliteLimits {
@@ -79,15 +76,17 @@ impl SqliteLimits {
     }
 }
 
-/// The page store client reads its cache sizes from the environment, once,
-/// on the first database it opens; there is no other way to set them. This
-/// gives the two that cost memory per database our defaults when the user
-/// has not set them. Call it before any database opens and before threads
-/// that read the environment run (the addon does it when it loads).
+/// The page store client reads its settings from the environment, once, on
+/// the first database it opens; there is no other way to set them. Its own
+/// page cache costs about 90 KiB per open database before it holds a page
+/// (two caches with their bookkeeping), and duplicates SQLite's page cache,
+/// which keeps pages across transactions here (the connection holds an
+/// exclusive lock): this turns it off, and the read-ahead that only fills
+/// it, unless the user set them (docs/sqlite.md, "Resources"). Call it
+/// before any database opens and before threads that read the environment
+/// run (the addon does it when it loads).
 pub fn set_client_cache_defaults() {
-    for (name, value) in
-        [(VFS_CACHE_PAGES_ENV, DEFAULT_VFS_CACHE_PAGES), (VFS_PRELOAD_BYTES_ENV, DEFAULT_VFS_PRELOAD_BYTES)]
-    {
+    for (name, value) in [(VFS_CACHE_MODE_ENV, "off"), (VFS_READ_AHEAD_ENV, "off")] {
         if std::env::var_os(name).is_none() {
             std::env::set_var(name, value);
         }

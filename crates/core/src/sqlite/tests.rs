@@ -287,3 +287,41 @@ async fn the_pool_closes_the_least_recently_used_idle_database() {
     assert_eq!(count(&a.db, "t").await, 1);
     assert!(a.db.is_open() && b.db.is_open() && !c.db.is_open());
 }
+
+/// Resident memory of this process, bytes (Linux).
+fn rss_bytes() -> usize {
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
+    let pages: usize = statm.split_whitespace().nth(1).and_then(|v| v.parse().ok()).unwrap_or(0);
+    pages * 4096
+}
+
+/// Not a check: prints what an open database costs in this process. Run
+/// with the settings the addon gives the page store client (see
+/// `limits::set_client_cache_defaults`):
+/// `RIVETKIT_SQLITE_OPT_VFS_PAGE_CACHE_MODE=off RIVETKIT_SQLITE_OPT_READ_AHEAD_MODE=off
+/// cargo test -p rivetkit-native-core -- --ignored --nocapture memory_per_open_database`
+/// (docs/sqlite.md has the figures).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore]
+async fn memory_per_open_database() {
+    const N: usize = 200;
+    let link = Arc::new(MemoryLink::default());
+    let pool = pool(N + 1, Duration::from_secs(600));
+    let warm = generation(&link, &unique("warm"), 1, &pool);
+    warm.db.exec("CREATE TABLE t (x INTEGER PRIMARY KEY, v TEXT)".into()).await.unwrap();
+    let before = rss_bytes();
+    let mut dbs = Vec::new();
+    for i in 0..N {
+        let g = generation(&link, &unique(&format!("m{i}")), 1, &pool);
+        g.db.exec("CREATE TABLE t (x INTEGER PRIMARY KEY, v TEXT)".into()).await.unwrap();
+        g.db.execute("INSERT INTO t (v) VALUES ('hello')".into(), None).await.unwrap();
+        g.db.execute("SELECT * FROM t".into(), None).await.unwrap();
+        dbs.push(g);
+    }
+    let open = rss_bytes();
+    println!("{N} open databases: +{} KiB of resident memory each", (open.saturating_sub(before)) / N / 1024);
+    for g in &dbs {
+        g.db.close_for_generation_end().await;
+    }
+    assert_eq!(pool.open_count(), 1);
+}
