@@ -27,6 +27,11 @@ export declare class ActorContext {
   /** The actor's key-value store, kept apart from the runtime's own data. */
   kv(): Kv
   /**
+   * The actor's SQLite database, stored on the engine. Opens on its
+   * first statement; an actor that never queries pays nothing.
+   */
+  sql(): JsNativeDatabase
+  /**
    * Asks for the state to be saved soon (throttled to the actor's save
    * interval unless `immediate`, or within `maxWaitMs`).
    */
@@ -165,11 +170,10 @@ export declare class ActorContext {
   /** Not supported yet: rejects with `rivetkit-native.unsupported`. */
   provisionActorRuntimeSocket(): Promise<JsActorRuntimeSocketEndpointInfo>
   /**
-   * The actor's SQLite database. Not supported yet: the handle exists,
-   * its statements reject with `rivetkit-native.unsupported`.
+   * Not supported: the actor state lives in KV and the database on the
+   * page store, so no commit can span both. Rejects with
+   * `rivetkit-native.unsupported` (docs/sqlite.md).
    */
-  sql(): JsNativeDatabase
-  /** Not supported yet (needs SQLite): rejects with `rivetkit-native.unsupported`. */
   beginStateTransaction(timeoutMs?: number | undefined | null): Promise<JsActorStateTransaction>
   /** A workflow span that records nothing; its `ctx()` is this generation. */
   startWorkflowSpan(): Promise<WorkflowSpan>
@@ -308,34 +312,55 @@ export declare class HttpResponseBodyStream {
   error(message: string): Promise<void>
 }
 
-/** A state + SQLite transaction (never handed out yet). */
+/** A state + SQLite transaction (never handed out). */
 export declare class JsActorStateTransaction {
   execute(sql: string, params?: Array<JsBindParam> | undefined | null): Promise<NativeExecuteResult>
   commit(payload: StateDeltaPayload): Promise<void>
   rollback(): Promise<void>
 }
 
-/** The actor's SQLite database (not supported yet). */
+/**
+ * The actor's SQLite database, stored on the engine's page store
+ * (docs/sqlite.md).
+ */
 export declare class JsNativeDatabase {
-  /** Always `null`: no KV-backed VFS runs. */
+  /**
+   * The page store's last transport error (e.g. why a commit failed),
+   * taken; `null` if none or if the database is not open.
+   */
   takeLastKvError(): string | null
-  /** Always `null`: no VFS metrics. */
+  /** The page store client's counters, or `null` if the database is not open. */
   metrics(): JsSqliteVfsMetrics | null
+  /** Runs one statement; resolves to the number of rows it changed. */
   run(sql: string, params?: Array<JsBindParam> | undefined | null): Promise<ExecuteResult>
+  /** Runs one statement; resolves to its columns and rows. */
   query(sql: string, params?: Array<JsBindParam> | undefined | null): Promise<QueryResult>
+  /** Runs one statement; resolves to its rows, changes and last rowid. */
   execute(sql: string, params?: Array<JsBindParam> | undefined | null): Promise<NativeExecuteResult>
+  /** Runs the statements in one transaction (all or none). */
   executeBatch(statements: Array<JsSqliteBatchStatement>): Promise<Array<NativeExecuteResult>>
+  /**
+   * Runs any number of statements; resolves to the rows of the last one
+   * that returned rows.
+   */
   exec(sql: string): Promise<QueryResult>
-  /** Resolves: nothing is open. */
+  /** Closes the database for the rest of this actor generation. */
   close(): Promise<void>
+  /**
+   * Begins a transaction once no other is open; it is rolled back after
+   * `timeoutMs` (default 60 s) unless committed or rolled back before.
+   * `name` is informational.
+   */
   beginTransaction(timeoutMs?: number | undefined | null, name?: string | undefined | null): Promise<JsSqliteTransaction>
 }
 
-/** A SQLite transaction (never handed out yet). */
+/** An open transaction (`JsNativeDatabase.beginTransaction`). */
 export declare class JsSqliteTransaction {
   execute(sql: string, params?: Array<JsBindParam> | undefined | null): Promise<NativeExecuteResult>
   exec(sql: string): Promise<QueryResult>
+  /** Commits; if the commit fails the transaction is rolled back. */
   commit(): Promise<void>
+  /** Rolls back (a no-op if it already rolled back or expired). */
   rollback(): Promise<void>
 }
 
@@ -727,6 +752,10 @@ export interface JsApplicationResponse {
   stream?: boolean
 }
 
+/**
+ * A bound parameter: `kind` is `null`, `int`, `float`, `text` or `blob`,
+ * with the value in the matching field.
+ */
 export interface JsBindParam {
   kind: string
   intValue?: number
@@ -992,6 +1021,7 @@ export interface JsSqliteProfilingConfig {
   diagnosticEventQueueCapacity?: number
 }
 
+/** The page store client's counters for an open database. */
 export interface JsSqliteVfsMetrics {
   requestBuildNs: number
   serializeNs: number
@@ -1027,6 +1057,7 @@ export interface NativeExecuteResult {
   columns: Array<string>
   rows: Array<Array<unknown>>
   changes: number
+  /** The rowid of the last insert, when the statement changed rows. */
   lastInsertRowId?: number
 }
 

@@ -66,7 +66,7 @@ export const compareOptions = () => ({
 });
 
 /** The two sides: label, host impl, and the `.node` file its host must map. */
-const SIDES = [
+export const SIDES = [
 	{ side: "theirs", label: "rivetkit-napi 2.3.19", impl: "rivetkit-napi", addon: /\/rivetkit-napi\.[^/]+\.node$/ },
 	{ side: "ours", label: "rivetkit-native", impl: "rivetkit-native", addon: /\/rivetkit-native\.[^/]+\.node$/ },
 ];
@@ -85,7 +85,7 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const cpuMs = (sample) => sample.userMs + sample.systemMs;
 
 /** Resolves (to the time) once an envoy of `pool` is registered; polls every 20 ms. */
-async function envoyRegistered(endpoint, pool, host, timeoutMs = 60_000) {
+export async function envoyRegistered(endpoint, pool, host, timeoutMs = 60_000) {
 	const deadline = performance.now() + timeoutMs;
 	let exited = null;
 	host.exited.then((e) => (exited = e));
@@ -130,7 +130,7 @@ async function wake(client, key) {
 	}
 }
 
-const newClient = (engine, pool, encoding) =>
+export const newClient = (engine, pool, encoding) =>
 	createClient({ endpoint: engine.endpoint, namespace: "default", token: engine.token, poolName: pool, encoding });
 
 /** The main host of one side (see the top of the file). */
@@ -201,7 +201,7 @@ async function mainPhase({ engine, spec, options, ours, out, log }) {
  * most `timeoutMs`). After start-up both addons' hosts give back 8-14 MB in
  * their first ~8 s, which would otherwise count against the actors.
  */
-async function settledMemory(host, timeoutMs = 20_000) {
+export async function settledMemory(host, timeoutMs = 20_000) {
 	const deadline = performance.now() + timeoutMs;
 	let last = null;
 	let steady = 0;

@@ -7,6 +7,10 @@
 //    client p50/p99, RSS per live actor (1000 actors), spawn → first
 //    answered action, and SIGINT → exit with 100 live actors. About 4
 //    minutes on 2 cores.
+//    Then the SQLite side-by-side (bench/sqlite.mjs), on a fresh engine:
+//    in-actor latency of single-row INSERT and SELECT (sequential and
+//    concurrent), the shape of SQL errors, and RSS per actor with an open
+//    database (100 and 1000 actors). About 5 minutes more.
 // 2. rivetkit-native's own scenarios (bench/scenarios/), on a fresh engine:
 //    an actor host in a child process driven through the gateway; client
 //    latency, throughput and the CPU the host (and the engine) spent per
@@ -14,7 +18,8 @@
 //    says how many operations ran), about a minute on 2 cores.
 //
 // Options (environment): BENCH_COMPARE=1 (0: skip part 1; only: part 1 only;
-// its own knobs are listed in bench/compare.mjs), BENCH_HOST=native,
+// its own knobs are listed in bench/compare.mjs), BENCH_SQLITE=1 (0: skip
+// the SQLite side-by-side; only: run nothing else; knobs in bench/sqlite.mjs), BENCH_HOST=native,
 // BENCH_SEQUENTIAL_GET=100, BENCH_SEQUENTIAL=300, BENCH_CONCURRENT=600,
 // BENCH_IN_FLIGHT=32, BENCH_ACTORS=4, BENCH_ADDON (path of an index.js of
 // another build of the addon; default: this package).
@@ -25,6 +30,7 @@
 import { compareOptions, ourAddonBinary, runComparison } from "./compare.mjs";
 import { startBenchEngine } from "./lib/engine.mjs";
 import { startHost } from "./lib/host.mjs";
+import { runSqliteComparison, sqliteOptions } from "./sqlite.mjs";
 import { fmt, table } from "./lib/stats.mjs";
 import httpActions from "./scenarios/http-actions.mjs";
 import wsActions from "./scenarios/ws-actions.mjs";
@@ -38,6 +44,7 @@ const int = (name, fallback) => {
 };
 const options = {
 	compare: process.env.BENCH_COMPARE ?? "1",
+	sqlite: process.env.BENCH_SQLITE ?? "1",
 	host: process.env.BENCH_HOST ?? "native",
 	sequentialGet: int("BENCH_SEQUENTIAL_GET", 100),
 	sequential: int("BENCH_SEQUENTIAL", 300),
@@ -63,7 +70,9 @@ for (const signal of ["SIGINT", "SIGTERM"]) {
 
 console.log(`bench: ${ourAddonBinary().description}`);
 
-if (options.compare !== "0") {
+if (options.sqlite === "only") options.compare = "skip";
+
+if (options.compare !== "0" && options.compare !== "skip") {
 	console.log("\n== RivetKit app on @rivetkit/rivetkit-napi@2.3.19 and on rivetkit-native ==\n");
 	engine = await startBenchEngine();
 	try {
@@ -77,7 +86,21 @@ if (options.compare !== "0") {
 	}
 }
 
-if (options.compare !== "only") {
+if (options.sqlite !== "0" && options.compare !== "only") {
+	console.log("\n== SQLite (c.db) on @rivetkit/rivetkit-napi@2.3.19 and on rivetkit-native ==\n");
+	engine = await startBenchEngine();
+	try {
+		const comparison = await runSqliteComparison({ engine, options: sqliteOptions(), log: (m) => console.log(`[${elapsed()}] ${m}`) });
+		console.log();
+		console.log(comparison.text);
+		if (comparison.failed) process.exitCode = 1;
+	} finally {
+		await engine.stop();
+		engine = null;
+	}
+}
+
+if (options.compare !== "only" && options.sqlite !== "only") {
 	console.log(`\n== rivetkit-native scenarios (host=${options.host}) ==\n`);
 	engine = await startBenchEngine();
 	let host;

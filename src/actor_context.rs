@@ -131,6 +131,13 @@ impl ActorContext {
         crate::kv::Kv { ctx: self.inner.clone() }
     }
 
+    /// The actor's SQLite database, stored on the engine. Opens on its
+    /// first statement; an actor that never queries pays nothing.
+    #[napi]
+    pub fn sql(&self) -> crate::sqlite::JsNativeDatabase {
+        crate::sqlite::JsNativeDatabase { db: self.inner.sqlite().clone() }
+    }
+
     /// Asks for the state to be saved soon (throttled to the actor's save
     /// interval unless `immediate`, or within `maxWaitMs`).
     #[napi(ts_args_type = "opts?: JsRequestSaveOpts | undefined | null")]

@@ -11,7 +11,8 @@
 //!    [`runtime`] (module set-up: logging, panic hook, tokio runtime);
 //! 2. [`js_callback`]: the one typed wrapper for JavaScript callbacks;
 //! 3. the classes around core objects: [`cancellation_token`], [`conn`]
-//!    (`ConnHandle`), [`kv`], [`schedule`], [`websocket`] (`WebSocket`),
+//!    (`ConnHandle`), [`kv`], [`schedule`], [`sqlite`] (`JsNativeDatabase`),
+//!    [`websocket`] (`WebSocket`),
 //!    then [`actor_context`] (`ActorContext`, which hands out the others),
 //!    and [`queue`] (`Queue`, `QueueMessage`, and `ctx.queue()`);
 //! 4. [`unsupported`]: the rest of the `@rivetkit/rivetkit-napi` surface,
@@ -38,6 +39,7 @@ pub mod cancellation_token;
 pub mod conn;
 pub mod kv;
 pub mod schedule;
+pub mod sqlite;
 pub mod websocket;
 
 pub mod actor_context;

@@ -92,15 +92,16 @@ fn filter_setting(get: impl Fn(&str) -> Option<String>) -> (Option<&'static str>
 }
 
 /// Maps the level names the TypeScript runtime uses onto `tracing` levels.
-/// A bare `info` keeps the envoy client at `warn`: at `info` it logs every
-/// command and event it exchanges with the engine, which drowns what a
-/// person wants to see (engine start-up, serving, shutdown). A directive
-/// such as `info,rivet_envoy_client=info` turns it back on.
+/// A bare `info` keeps the envoy client and the SQLite page store client at
+/// `warn`: at `info` they log every command and event exchanged with the
+/// engine and every database opened, which drowns what a person wants to
+/// see (engine start-up, serving, shutdown). A directive such as
+/// `info,rivet_envoy_client=info` turns one back on.
 fn normalize(raw: &str) -> String {
     match raw.to_ascii_lowercase().as_str() {
         "fatal" => "error".to_string(),
         "silent" => "off".to_string(),
-        "info" => "info,rivet_envoy_client=warn".to_string(),
+        "info" => "info,rivet_envoy_client=warn,depot_client=warn".to_string(),
         level @ ("trace" | "debug" | "warn" | "error" | "off") => level.to_string(),
         _ => raw.to_string(),
     }
@@ -141,7 +142,7 @@ mod tests {
     #[test]
     fn pino_levels_and_directives() {
         assert_eq!(normalize("WARN"), "warn");
-        assert_eq!(normalize("info"), "info,rivet_envoy_client=warn");
+        assert_eq!(normalize("info"), "info,rivet_envoy_client=warn,depot_client=warn");
         assert_eq!(normalize("fatal"), "error");
         assert_eq!(normalize("silent"), "off");
         assert_eq!(normalize("info,hyper=warn"), "info,hyper=warn");

@@ -40,6 +40,9 @@ static INIT: Once = Once::new();
 pub fn module_init(_exports: Object<'_>) -> napi::Result<()> {
     INIT.call_once(|| {
         disable_error_backtraces();
+        // Same constraints as above: before any thread of ours and before
+        // the page store client reads them (docs/sqlite.md, "Resources").
+        rivetkit_native_core::sqlite::limits::set_client_cache_defaults();
         logging::init();
         install_panic_hook();
         match build_runtime() {

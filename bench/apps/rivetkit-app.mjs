@@ -4,11 +4,17 @@
 // bench/lib/use-rivetkit-native.mjs, on rivetkit-native.
 //
 //   counter  actions: increment(by = 1) → count (state saved), get() → count
+//   notes    an embedded SQLite database (`db({ onMigrate })`), for
+//            bench/sqlite.mjs: insert(body) → id; timed(kind, n, inFlight)
+//            → the latency in ms of each of `n` single-row statements run in
+//            the actor, `inFlight` at a time; sqlError() and failUncaught()
+//            for the shape of SQL errors
 //
 // Actors stay awake (sleepTimeout 10 min) so "live actors" stay live while
 // they are counted.
 
 import { actor, setup } from "rivetkit";
+import { db } from "rivetkit/db";
 
 export const counter = actor({
 	state: { count: 0 },
@@ -22,4 +28,42 @@ export const counter = actor({
 	options: { sleepTimeout: 600_000 },
 });
 
-export const registry = setup({ use: { counter }, noWelcome: true });
+export const notes = actor({
+	db: db({
+		onMigrate: async (db) => {
+			await db.execute("CREATE TABLE IF NOT EXISTS notes (id INTEGER PRIMARY KEY AUTOINCREMENT, body TEXT NOT NULL)");
+		},
+	}),
+	actions: {
+		insert: async (c, body) => (await c.db.execute("INSERT INTO notes (body) VALUES (?) RETURNING id", body))[0].id,
+		timed: async (c, kind, n, inFlight = 1) => {
+			const [{ top }] = await c.db.execute("SELECT COALESCE(MAX(id), 0) AS top FROM notes");
+			const latencies = [];
+			let next = 0;
+			const worker = async () => {
+				while (next < n) {
+					const i = next++;
+					const t0 = performance.now();
+					if (kind === "insert") await c.db.execute("INSERT INTO notes (body) VALUES (?)", `note ${i}`);
+					else await c.db.execute("SELECT id, body FROM notes WHERE id = ?", 1 + (i % Math.max(1, top)));
+					latencies.push(performance.now() - t0);
+				}
+			};
+			await Promise.all(Array.from({ length: inFlight }, worker));
+			return latencies;
+		},
+		sqlError: async (c) => {
+			await c.db.execute("INSERT OR IGNORE INTO notes (id, body) VALUES (1, 'one')");
+			try {
+				await c.db.execute("INSERT INTO notes (id, body) VALUES (1, 'again')");
+				return null;
+			} catch (err) {
+				return { group: err.group, code: err.code, error: err.metadata?.error ?? null };
+			}
+		},
+		failUncaught: async (c) => await c.db.execute("SELEKT 1"),
+	},
+	options: { sleepTimeout: 600_000 },
+});
+
+export const registry = setup({ use: { counter, notes }, noWelcome: true });

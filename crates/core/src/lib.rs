@@ -13,6 +13,7 @@
 //! - [`engine`]: finding, reusing or spawning a local engine process;
 //! - [`routing`]: gateway traffic (HTTP, WebSocket) to the right generation;
 //! - [`protocol`]: wire formats shared with clients (error bodies, encodings);
+//! - [`sqlite`]: the actor's SQLite database on the engine's page store;
 //! - [`serverless`]: the serverless routes (`/start` and its event stream);
 //! - [`listener`]: the native HTTP listener in front of them;
 //! - [`inspector`]: the inspector's token and counters.
@@ -28,5 +29,6 @@ pub mod protocol;
 pub mod registry;
 pub mod routing;
 pub mod serverless;
+pub mod sqlite;
 
 pub use error::{ActorSpecifier, RivetError};

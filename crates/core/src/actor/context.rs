@@ -76,6 +76,9 @@ struct Inner {
     /// When the `run` handler asked to be woken (`setRunWakeAt`), ms since
     /// the epoch; this generation's only, never persisted.
     run_wake_at: Mutex<Option<i64>>,
+    /// The SQLite database, created on the first `sqlite()` (it opens on
+    /// its first statement; see [`crate::sqlite`]).
+    sqlite: std::sync::OnceLock<crate::sqlite::ActorDatabase>,
 }
 
 /// Identity of a generation, as the engine gives it on start.
@@ -147,6 +150,7 @@ impl ActorContext {
             run_wake_at: Mutex::new(None),
             ended_conns: Mutex::default(),
             ended_conns_changed: tokio::sync::Notify::new(),
+            sqlite: std::sync::OnceLock::new(),
         }))
     }
 
@@ -245,12 +249,44 @@ impl ActorContext {
     }
 
     /// The same without waiting for a write under way: for a task that
-    /// ends without a shutdown (a failed start, a panic).
+    /// ends without a shutdown (a failed start, a panic, a lost generation).
+    /// A database still open is closed in the background, under a
+    /// generation hold.
     pub(crate) fn end_writes_now(&self) {
         self.0.writes_closed.cancel();
+        if let Some(db) = self.0.sqlite.get().filter(|db| !db.is_shut()) {
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                let (db, hold) = (db.clone(), self.hold_generation());
+                runtime.spawn(async move {
+                    db.close_for_generation_end().await;
+                    drop(hold);
+                });
+            }
+        }
         self.0
             .saves
             .close(catalog::actor_stopping(Some("this actor generation has stopped")).with_actor(self.specifier()));
+    }
+
+    // --- SQLite -----------------------------------------------------------
+
+    /// The generation's SQLite database: created on the first call, opened
+    /// on its first statement.
+    pub fn sqlite(&self) -> &crate::sqlite::ActorDatabase {
+        self.0.sqlite.get_or_init(|| {
+            crate::sqlite::ActorDatabase::new(
+                self.specifier(),
+                self.0.link.clone(),
+                self.0.writes_closed.clone(),
+                crate::sqlite::SqlitePool::global(),
+            )
+        })
+    }
+
+    /// Closes the database for the end of the generation (at once if it
+    /// was never opened); later statements are refused.
+    pub async fn close_sqlite(&self) {
+        self.sqlite().close_for_generation_end().await;
     }
 
     // --- lifecycle flags --------------------------------------------------

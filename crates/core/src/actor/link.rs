@@ -50,6 +50,11 @@ pub trait EngineLink: Send + Sync + 'static {
     /// Hands the envoy the sockets this generation takes over from its
     /// predecessor; it reopens the live ones once the start succeeded.
     fn restore_hibernating_sockets(&self, _actor_id: &str, _sockets: Vec<super::Hibernation>) {}
+    /// The engine's SQLite page store for this actor's database (fenced by
+    /// generation there); `None` where there is none (test doubles).
+    fn sqlite_transport(&self) -> Option<crate::sqlite::SqliteTransportHandle> {
+        None
+    }
 }
 
 /// Every actor's KV in a [`MemoryLink`], by (actor id, key).
@@ -62,6 +67,8 @@ pub type MemoryKv = std::collections::BTreeMap<(String, Vec<u8>), Vec<u8>>;
 #[derive(Default)]
 pub struct MemoryLink {
     pub kv: std::sync::Mutex<MemoryKv>,
+    /// SQLite pages (with the engine's generation fence).
+    pub pages: std::sync::Arc<crate::sqlite::memory::MemoryPages>,
     pub sleeps: std::sync::atomic::AtomicUsize,
     pub destroys: std::sync::atomic::AtomicUsize,
     /// The last engine alarm pushed (`None` inside: cleared).
@@ -154,5 +161,8 @@ impl EngineLink for MemoryLink {
     }
     fn set_alarm(&self, _actor_id: &str, _generation: u32, timestamp_ms: Option<i64>) {
         *self.alarm.lock().unwrap_or_else(|p| p.into_inner()) = Some(timestamp_ms);
+    }
+    fn sqlite_transport(&self) -> Option<crate::sqlite::SqliteTransportHandle> {
+        Some(self.pages.clone())
     }
 }

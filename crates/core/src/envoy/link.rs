@@ -68,6 +68,9 @@ impl EngineLink for EnvoyLink {
     fn ack_hibernatable_message(&self, gateway_id: [u8; 4], request_id: [u8; 4], index: u16) {
         self.0.send_hibernatable_ws_message_ack(gateway_id, request_id, index);
     }
+    fn sqlite_transport(&self) -> Option<crate::sqlite::SqliteTransportHandle> {
+        Some(std::sync::Arc::new(super::EnvoyPages(self.0.clone())))
+    }
     fn restore_hibernating_sockets(&self, actor_id: &str, sockets: Vec<crate::actor::Hibernation>) {
         let metas = sockets
             .into_iter()

@@ -84,6 +84,7 @@ impl ActorTask {
             self.ctx.link().set_alarm(self.ctx.actor_id(), self.ctx.generation(), None);
         }
         self.ctx.saves().finish_save(revision, &result);
+        self.ctx.close_sqlite().await;
         self.ctx.end_writes().await;
         self.ctx.enter(Phase::Stopped);
         tracing::debug!(?kind, "actor stopped");

@@ -1,0 +1,438 @@
+// The actor's SQLite database (`ctx.sql()`, RivetKit's `c.db`) end to end,
+// stored on the real engine's page store.
+//
+// 1. The addon's own API in this process (jobs run in the actor's
+//    onRequest, as in kv.test.mjs): values at the boundary, argument
+//    errors, transactions, and the fence of a handle kept past its
+//    generation.
+// 2. A RivetKit 2.3.19 app (examples/rivetkit-app/test/sqlite-server.mjs,
+//    `db({ onMigrate })` and the drizzle driver) in a child process, driven
+//    with the official client: migrations, raw SQL and drizzle, every value
+//    type, rollback, SQL errors as the client sees them, and data that
+//    survives sleep and wake, a graceful restart and a SIGKILL of the host.
+
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { once } from "node:events";
+import { readdirSync, readFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import { after, before, describe, test } from "node:test";
+
+import { createClient } from "rivetkit/client";
+
+import { actorJobs, json, native, serveActors } from "./helpers/actors.mjs";
+import { createActor, sleepActor, startEngine, upsertRunnerConfig, waitFor } from "./helpers/engine.mjs";
+
+const rejectsWith = (promise, code) =>
+	assert.rejects(promise, (err) => {
+		assert.equal(err.code, code, err.message);
+		return true;
+	});
+
+/** Names of the threads of process `pid` (Linux). */
+function threadNames(pid) {
+	const dir = `/proc/${pid}/task`;
+	return readdirSync(dir).map((tid) => {
+		try {
+			return readFileSync(`${dir}/${tid}/comm`, "utf8").trim();
+		} catch {
+			return "";
+		}
+	});
+}
+const sqliteWorkers = (pid) => threadNames(pid).filter((n) => n.startsWith("sqlite-worker")).length;
+
+describe("ctx.sql() on the real engine", () => {
+	let engine;
+	let host;
+	const jobs = actorJobs();
+	/** Databases kept past their generation, by actor id. */
+	const kept = new Map();
+	const slept = new Set();
+
+	before(async () => {
+		engine = await startEngine();
+		const factory = new native.NapiActorFactory(
+			{
+				createState: async () => json({}),
+				onSleep: async (_err, { ctx }) => {
+					kept.set(ctx.actorId(), ctx.sql());
+					slept.add(`${ctx.actorId()}:${ctx.generation()}`);
+				},
+				onRequest: async (_err, { ctx, request }) => {
+					const job = jobs.job(request.uri.split("?")[0]);
+					if (!job) return { status: 404 };
+					await job(ctx);
+					return { status: 200 };
+				},
+			},
+			{ onRequestTimeoutMs: 120_000 },
+		);
+		host = await serveActors(engine, { sql: factory });
+	});
+
+	after(async () => {
+		await host?.stop();
+		await engine?.stop();
+	});
+
+	const create = async (key) => (await createActor(engine.endpoint, { name: "sql", key, pool: host.pool })).actor_id;
+	const inActor = (actorId, fn) => jobs.inActor(engine.endpoint, actorId, fn);
+
+	test("values cross both ways; integers beyond 2^53 come back as bigint", async () => {
+		const id = await create("values");
+		const out = await inActor(id, async (ctx) => {
+			const db = ctx.sql();
+			await db.exec("CREATE TABLE v (i INTEGER, r REAL, t TEXT, b BLOB, n)");
+			const inserted = await db.execute("INSERT INTO v VALUES (?, ?, ?, ?, ?)", [
+				{ kind: "int", intValue: 9007199254740993n },
+				{ kind: "float", floatValue: 0.1 },
+				{ kind: "text", textValue: "ü\u0000z" },
+				{ kind: "blob", blobValue: Buffer.from([1, 2, 250]) },
+				{ kind: "null" },
+			]);
+			await db.run("INSERT INTO v VALUES (?, ?, ?, ?, ?)", [
+				{ kind: "int", intValue: -5 },
+				{ kind: "float", floatValue: -2.5 },
+				{ kind: "text", textValue: "" },
+				{ kind: "blob", blobValue: Buffer.from([0]) },
+				{ kind: "null" },
+			]);
+			const query = await db.query("SELECT * FROM v ORDER BY rowid");
+			const min = await db.execute("SELECT -9223372036854775808 AS m, 9007199254740991 AS s");
+			return { inserted, query, min };
+		});
+		assert.equal(out.inserted.changes, 1);
+		assert.equal(out.inserted.lastInsertRowId, 1);
+		assert.deepEqual(out.query.columns, ["i", "r", "t", "b", "n"]);
+		assert.deepEqual(out.query.rows, [
+			[9007199254740993n, 0.1, "ü\u0000z", [1, 2, 250], null],
+			[-5, -2.5, "", [0], null],
+		]);
+		assert.deepEqual(out.min.rows, [[-9223372036854775808n, 9007199254740991]]);
+	});
+
+	test("malformed arguments reject with napi.invalid_argument", async () => {
+		const id = await create("arguments");
+		await inActor(id, async (ctx) => {
+			const db = ctx.sql();
+			await rejectsWith(db.execute(42), "napi.invalid_argument");
+			await rejectsWith(db.execute("SELECT ?", [{ kind: "int", intValue: 1.5 }]), "napi.invalid_argument");
+			await rejectsWith(db.execute("SELECT ?", [{ kind: "int", intValue: 2 ** 64 }]), "napi.invalid_argument");
+			await rejectsWith(db.execute("SELECT ?", [{ kind: "date" }]), "napi.invalid_argument");
+			await rejectsWith(db.execute("SELECT ?", [{ kind: "text" }]), "napi.invalid_argument");
+			await rejectsWith(db.execute("SELECT ?", "nope"), "napi.invalid_argument");
+			await rejectsWith(db.executeBatch([{ params: [] }]), "napi.invalid_argument");
+			await rejectsWith(db.beginTransaction(0), "napi.invalid_argument");
+			await rejectsWith(db.beginTransaction(Number.NaN), "napi.invalid_argument");
+		});
+	});
+
+	test("an unused database costs no worker thread; an open one costs one", async () => {
+		const id = await create("threads");
+		const before = sqliteWorkers(process.pid);
+		await inActor(id, async (ctx) => {
+			assert.equal(ctx.sql().metrics(), null);
+			assert.equal(ctx.sql().takeLastKvError(), null);
+		});
+		assert.equal(sqliteWorkers(process.pid), before);
+		await inActor(id, async (ctx) => {
+			await ctx.sql().exec("SELECT 1");
+			assert.equal(typeof ctx.sql().metrics().commitCount, "number");
+		});
+		assert.equal(sqliteWorkers(process.pid), before + 1);
+	});
+
+	test("transactions: batches are all or nothing, statements outside wait, a timeout rolls back", async () => {
+		const id = await create("transactions");
+		const out = await inActor(id, async (ctx) => {
+			const db = ctx.sql();
+			await db.exec("CREATE TABLE t (x INTEGER PRIMARY KEY)");
+			const batch = await db.executeBatch([
+				{ sql: "INSERT INTO t VALUES (?)", params: [{ kind: "int", intValue: 1 }] },
+				{ sql: "INSERT INTO t VALUES (2)" },
+			]);
+			const failed = await db
+				.executeBatch([{ sql: "INSERT INTO t VALUES (3)" }, { sql: "INSERT INTO t VALUES (1)" }])
+				.then(() => null, (e) => e.code);
+
+			const tx = await db.beginTransaction(60_000, "two inserts");
+			await tx.execute("INSERT INTO t VALUES (10)");
+			let outsideDone = false;
+			const outside = db.execute("INSERT INTO t VALUES (20)").then(() => (outsideDone = true));
+			await tx.exec("INSERT INTO t VALUES (11); INSERT INTO t VALUES (12)");
+			const waited = !outsideDone;
+			await tx.rollback();
+			await outside;
+
+			const short = await db.beginTransaction(50);
+			await short.execute("INSERT INTO t VALUES (30)");
+			await new Promise((r) => setTimeout(r, 200));
+			const expired = await short.commit().then(() => null, (e) => e.code);
+			const rows = await db.query("SELECT x FROM t ORDER BY x");
+			return { changes: batch.map((r) => r.changes), failed, waited, expired, rows: rows.rows.flat() };
+		});
+		assert.deepEqual(out, {
+			changes: [1, 1],
+			failed: "core.internal_error",
+			waited: true,
+			expired: "sqlite.transaction_expired",
+			rows: [1, 2, 20],
+		});
+	});
+
+	test("a database kept past its generation refuses every statement; its data is the next generation's", async () => {
+		const id = await create("stale");
+		await inActor(id, async (ctx) => {
+			await ctx.sql().exec("CREATE TABLE t (x TEXT); INSERT INTO t VALUES ('one')");
+		});
+		await sleepActor(engine.endpoint, id);
+		await waitFor(() => slept.has(`${id}:1`) && kept.has(id), { what: "onSleep" });
+		assert.equal(await inActor(id, async (ctx) => ctx.generation()), 2);
+		const stale = kept.get(id);
+		await rejectsWith(stale.execute("INSERT INTO t VALUES ('stale')"), "actor.stopping");
+		await rejectsWith(stale.exec("SELECT 1"), "actor.stopping");
+		await rejectsWith(stale.beginTransaction(), "actor.stopping");
+		const rows = await inActor(id, async (ctx) => (await ctx.sql().query("SELECT x FROM t")).rows);
+		assert.deepEqual(rows, [["one"]]);
+	});
+
+	test("close() is final for the generation", async () => {
+		const id = await create("close");
+		const code = await inActor(id, async (ctx) => {
+			await ctx.sql().exec("CREATE TABLE t (x)");
+			await ctx.sql().close();
+			return ctx.sql().exec("SELECT 1").then(() => null, (e) => e.code);
+		});
+		assert.equal(code, "sqlite.closed");
+	});
+});
+
+// --- a RivetKit 2.3.19 app -------------------------------------------------
+
+const appDir = fileURLToPath(new URL("../examples/rivetkit-app/", import.meta.url));
+const START_TIMEOUT_MS = 60_000;
+
+describe("c.db in a RivetKit 2.3.19 app with the official client", () => {
+	let engine;
+	let pool;
+	let client;
+	let app;
+	const apps = [];
+
+	/** Starts the fixture app on `appPool`; resolves once its envoy serves. */
+	async function startApp(appPool = pool) {
+		const child = spawn(process.execPath, ["test/sqlite-server.mjs"], {
+			cwd: appDir,
+			env: {
+				...process.env,
+				RIVET_ENDPOINT: engine.endpoint,
+				RIVET_NAMESPACE: engine.namespace,
+				RIVET_TOKEN: engine.token,
+				RIVET_POOL: appPool,
+				RIVET_RUN_SERVICES: "0",
+				RIVET_LOG_LEVEL: "info",
+			},
+			stdio: ["ignore", "pipe", "pipe"],
+		});
+		const started = { child, out: "", exited: null };
+		child.stdout.on("data", (d) => (started.out += d));
+		child.stderr.on("data", (d) => (started.out += d));
+		started.exit = once(child, "exit").then(([code, signal]) => (started.exited = { code, signal }));
+		apps.push(started);
+		await waitFor(() => started.exited || /registry serving/.test(started.out), {
+			timeoutMs: START_TIMEOUT_MS,
+			what: "the app to serve",
+		});
+		if (started.exited) throw new Error(`the app exited before serving:\n${started.out}`);
+		return started;
+	}
+
+	/** Resolves once `re` appears in `app`'s output after `from`. */
+	const line = (re, from = 0) =>
+		waitFor(() => re.test(app.out.slice(from)) || app.exited, { timeoutMs: 60_000, what: String(re) }).then(() => {
+			if (!re.test(app.out.slice(from))) throw new Error(`the app exited while waiting for ${re}:\n${app.out}`);
+		});
+
+	/**
+	 * The first call to an actor that does not exist yet. Now and then engine
+	 * 2.3.19 never hands a new actor to the pool's host: no start command
+	 * reaches it, and the gateway answers `route_resolve_query_timeout` after
+	 * 15 s (seen with the reference addon too, see rivetkit-app.test.mjs).
+	 * With SQL actors in the pool it happens more often, sometimes twice in a
+	 * row, while the host's envoy keeps pinging. That one engine error is
+	 * retried, visibly, at most twice; anything else fails the test.
+	 */
+	async function firstCall(t, call) {
+		for (let attempt = 1; ; attempt++) {
+			try {
+				return await call();
+			} catch (err) {
+				if (err?.code !== "route_resolve_query_timeout" || attempt === 3) throw err;
+				t.diagnostic(`the engine did not start the new actor (route_resolve_query_timeout); retry ${attempt}`);
+			}
+		}
+	}
+
+	/** Calls `fn` until the actor answers (it moves to a restarted host). */
+	const untilServed = (fn) =>
+		waitFor(
+			async () => {
+				try {
+					return { value: await fn() };
+				} catch {
+					return undefined;
+				}
+			},
+			{ timeoutMs: 90_000, intervalMs: 500, what: "the actor to answer on the new host" },
+		).then((r) => r.value);
+
+	before(async () => {
+		engine = await startEngine();
+		pool = `sqlite-app-${process.pid}`;
+		await upsertRunnerConfig(engine.endpoint, pool);
+		app = await startApp();
+		client = createClient({ endpoint: engine.endpoint, namespace: engine.namespace, token: engine.token, poolName: pool });
+	});
+
+	after(async () => {
+		await client?.dispose();
+		for (const a of apps) if (!a.exited) a.child.kill("SIGKILL");
+		await engine?.stop();
+	});
+
+	test("an actor that declares a database and never queries it starts, serves, and opens nothing", async (t) => {
+		const quiet = client.quiet.getOrCreate(["never-queries"]);
+		assert.equal(await firstCall(t, () => quiet.ping()), 1);
+		assert.equal(await quiet.ping(), 2);
+		assert.equal(sqliteWorkers(app.child.pid), 0, "no SQLite worker thread in the host");
+	});
+
+	test("db({ onMigrate }) migrates on start; raw SQL works", async (t) => {
+		const notes = client.notes.getOrCreate(["raw"]);
+		assert.equal(await firstCall(t, () => notes.add("first")), 1);
+		assert.equal(await notes.add("second"), 2);
+		assert.deepEqual(await notes.list(), ["first", "second"]);
+	});
+
+	test("every value type round-trips", async (t) => {
+		const notes = client.notes.getOrCreate(["values"]);
+		const { rows, exact } = await firstCall(t, () => notes.values());
+		assert.equal(exact, true, "an integer beyond 2^53 comes back exactly, as a bigint");
+		const v = (type, value) => ({ type, value });
+		assert.deepEqual(rows, [
+			{
+				id: v("number", 1),
+				i: v("number", -42),
+				big: v("bigint", "9007199254740993"),
+				r: v("number", 3.25),
+				t: v("string", "héllo \u{1F600}"),
+				b: v("array", [0, 255, 7]),
+				n: v("null", null),
+			},
+			{
+				id: v("number", 2),
+				i: v("number", Number.MAX_SAFE_INTEGER),
+				big: v("bigint", "-9223372036854775808"),
+				r: v("number", -1e-300),
+				t: v("string", ""),
+				// A zero-length blob reads back as null: the page store
+				// client's reader does so (the reference addon too).
+				b: v("null", null),
+				n: v("null", null),
+			},
+			{
+				id: v("number", 3),
+				i: v("null", null),
+				big: v("bigint", "9223372036854775807"),
+				r: v("number", 1e308),
+				t: v("null", null),
+				b: v("null", null),
+				n: v("null", null),
+			},
+		]);
+	});
+
+	test("a transaction that throws rolls back; one that returns commits", async (t) => {
+		const notes = client.notes.getOrCreate(["transactions"]);
+		assert.deepEqual(await firstCall(t, () => notes.failingTransaction("never")), { error: "boom", found: 0 });
+		assert.equal(await notes.transfer("a", "b"), "done");
+		// A failing statement inside the transaction takes the first insert with it.
+		await assert.rejects(notes.transfer("c", "a"));
+		assert.deepEqual(await notes.list(), ["a", "b"]);
+	});
+
+	test("SQL errors reach the action and the client as the reference reports them", async (t) => {
+		const notes = client.notes.getOrCreate(["errors"]);
+		await firstCall(t, () => notes.add("taken"));
+		const duplicate = await notes.catchError("INSERT INTO notes (body) VALUES (?)", "taken");
+		assert.equal(`${duplicate.group}.${duplicate.code}`, "core.internal_error");
+		assert.match(duplicate.metadata.error, /UNIQUE constraint failed: notes\.body/);
+		const syntax = await notes.catchError("SELEKT 1");
+		assert.equal(`${syntax.group}.${syntax.code}`, "core.internal_error");
+		assert.match(syntax.metadata.error, /near "SELEKT": syntax error/);
+		for (const args of [["INSERT INTO notes (body) VALUES (?)", "taken"], ["SELEKT 1"]]) {
+			await assert.rejects(notes.run(...args), (err) => {
+				assert.equal(err.group, "core");
+				assert.equal(err.code, "internal_error");
+				return true;
+			});
+		}
+		assert.deepEqual(await notes.list(), ["taken"], "the actor keeps serving");
+	});
+
+	test("drizzle: schema queries, updates and a transaction", async (t) => {
+		const todos = client.todos.getOrCreate(["drizzle"]);
+		assert.deepEqual(await firstCall(t, () => todos.add("write tests")), { id: 1, title: "write tests", done: false });
+		assert.equal(await todos.addMany(["ship", "rest"]), 2);
+		await todos.finish(1);
+		assert.deepEqual(await todos.list(), [
+			{ id: 1, title: "write tests", done: true },
+			{ id: 2, title: "ship", done: false },
+			{ id: 3, title: "rest", done: false },
+		]);
+	});
+
+	test("data survives sleep and wake", async (t) => {
+		const notes = client.notes.getOrCreate(["sleepy"]);
+		await firstCall(t, () => notes.add("before sleep"));
+		const from = app.out.length;
+		await notes.goToSleep();
+		await line(/notes sleepy going to sleep/, from);
+		assert.deepEqual(await notes.list(), ["before sleep"]);
+		await line(/notes sleepy awake/, from);
+		const todos = client.todos.getOrCreate(["sleepy-todos"]);
+		await firstCall(t, () => todos.add("persist"));
+		await todos.goToSleep();
+		await line(/todos sleepy-todos going to sleep/, from);
+		assert.deepEqual(await todos.list(), [{ id: 1, title: "persist", done: false }]);
+	});
+
+	// The last two tests restart the host. After a pool's host restarted,
+	// engine 2.3.19 is slow to place *new* actors in that pool (see
+	// rivetkit-app.test.mjs), so from here on only actors that exist are used.
+
+	test("a committed transaction survives a SIGKILL of the host", async (t) => {
+		const notes = client.notes.getOrCreate(["killed"]);
+		assert.equal(await firstCall(t, () => notes.transfer("acked 1", "acked 2")), "done");
+		await notes.add("acked 3");
+		const todos = client.todos.getOrCreate(["killed-todos"]);
+		assert.equal(await firstCall(t, () => todos.addMany(["acked"])), 1);
+		app.child.kill("SIGKILL");
+		await app.exit;
+		app = await startApp();
+		assert.deepEqual(await untilServed(() => notes.list()), ["acked 1", "acked 2", "acked 3"]);
+		assert.deepEqual(await untilServed(() => todos.list()), [{ id: 1, title: "acked", done: false }]);
+	});
+
+	test("data survives a graceful restart of the host", async () => {
+		// The actor of the first test, on the host started by the last one.
+		const notes = client.notes.getOrCreate(["raw"]);
+		await untilServed(() => notes.add("kept across restart"));
+		app.child.kill("SIGINT");
+		await app.exit;
+		assert.match(app.out, /notes raw going to sleep/, "RivetKit drained the actor");
+		app = await startApp();
+		assert.deepEqual(await untilServed(() => notes.list()), ["first", "second", "kept across restart"]);
+	});
+});
