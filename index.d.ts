@@ -179,7 +179,10 @@ export declare class ActorContext {
   startWorkflowSpan(): Promise<WorkflowSpan>
   /** Always `null` (tracing disabled). */
   startWorkflowStepSpan(stepName: string, attempt: number): WorkflowStepSpan | null
-  /** Not supported yet: rejects with `rivetkit-native.unsupported`. */
+  /**
+   * Commits the workflow engine's rows and the actor state together
+   * (SQLite is the commit point; see docs/workflows.md).
+   */
   saveStateAndWorkflowBatch(writes: Array<WorkflowKvWritePayload>): Promise<void>
 }
 

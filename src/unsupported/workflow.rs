@@ -1,20 +1,19 @@
-//! `WorkflowSpan` / `WorkflowStepSpan`: the tracing side of workflows.
+//! Workflows: `ctx.saveStateAndWorkflowBatch` (built, docs/workflows.md)
+//! and the tracing side, `WorkflowSpan` / `WorkflowStepSpan`.
 //!
 //! Spans are not exported yet, so they are harmless no-ops: a
 //! `WorkflowSpan` runs its code under the same context and `finish`
 //! resolves; `ctx.startWorkflowStepSpan` returns `null`, so a
-//! `WorkflowStepSpan` is never handed out. What workflows actually need
-//! to persist (`ctx.saveStateAndWorkflowBatch`) is not built and rejects
-//! with `rivetkit-native.unsupported`.
+//! `WorkflowStepSpan` is never handed out.
 
 use napi::bindgen_prelude::{Null, PromiseRaw};
 use napi::Env;
 use napi_derive::napi;
 use rivetkit_native_core::actor::ActorContext as CoreContext;
 
-use super::reject;
 use crate::actor_context::ActorContext;
 use crate::error::spawn_promise;
+use rivetkit_native_core::actor::workflow;
 
 #[napi(object)]
 pub struct WorkflowKvWritePayload {
@@ -75,9 +74,22 @@ impl ActorContext {
         Null
     }
 
-    /// Not supported yet: rejects with `rivetkit-native.unsupported`.
+    /// Commits the workflow engine's rows and the actor state together
+    /// (SQLite is the commit point; see docs/workflows.md).
     #[napi(ts_args_type = "writes: Array<WorkflowKvWritePayload>", ts_return_type = "Promise<void>")]
-    pub fn save_state_and_workflow_batch<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
-        reject(env, "Workflows (ActorContext.saveStateAndWorkflowBatch)")
+    pub fn save_state_and_workflow_batch<'env>(
+        &self,
+        env: &'env Env,
+        writes: Vec<WorkflowKvWritePayload>,
+    ) -> napi::Result<PromiseRaw<'env, ()>> {
+        let ctx = self.inner.clone();
+        let writes = writes
+            .into_iter()
+            .map(|w| workflow::WorkflowKvWrite { key: w.key.to_vec(), value: w.value.to_vec() })
+            .collect();
+        spawn_promise(env, async move {
+            let hooks = ctx.hooks();
+            workflow::save_state_and_batch(&ctx, hooks.as_deref(), writes).await
+        })
     }
 }

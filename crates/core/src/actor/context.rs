@@ -79,6 +79,12 @@ struct Inner {
     /// The SQLite database, created on the first `sqlite()` (it opens on
     /// its first statement; see [`crate::sqlite`]).
     sqlite: std::sync::OnceLock<crate::sqlite::ActorDatabase>,
+    /// The hooks, for workflow flushes that must serialize the state
+    /// (set when the generation starts; docs/workflows.md).
+    hooks: std::sync::OnceLock<Arc<dyn super::ActorHooks>>,
+    /// Serializes workflow flushes; holds the workflow revision last
+    /// written to KV (`None` until read this generation).
+    workflow_mark: tokio::sync::Mutex<Option<u64>>,
 }
 
 /// Identity of a generation, as the engine gives it on start.
@@ -151,6 +157,8 @@ impl ActorContext {
             ended_conns: Mutex::default(),
             ended_conns_changed: tokio::sync::Notify::new(),
             sqlite: std::sync::OnceLock::new(),
+            hooks: std::sync::OnceLock::new(),
+            workflow_mark: tokio::sync::Mutex::new(None),
         }))
     }
 
@@ -281,6 +289,17 @@ impl ActorContext {
                 crate::sqlite::SqlitePool::global(),
             )
         })
+    }
+
+    /// Remembers the generation's hooks (once; later calls change nothing).
+    pub fn set_hooks(&self, hooks: Arc<dyn super::ActorHooks>) {
+        let _ = self.0.hooks.set(hooks);
+    }
+    pub fn hooks(&self) -> Option<Arc<dyn super::ActorHooks>> {
+        self.0.hooks.get().cloned()
+    }
+    pub(crate) fn workflow_mark(&self) -> &tokio::sync::Mutex<Option<u64>> {
+        &self.0.workflow_mark
     }
 
     /// Closes the database for the end of the generation (at once if it

@@ -24,6 +24,7 @@ pub mod schedule;
 pub mod storage;
 pub mod task;
 pub mod websocket;
+pub mod workflow;
 
 pub use config::ActorConfig;
 pub use conn::{Conn, ConnRecord, ConnTransport, Connections, Hibernation};

@@ -205,12 +205,20 @@ async fn load_chunks(ctx: &ActorContext, c: Chunked) -> anyhow::Result<Vec<u8>> 
 
 /// Writes the actor record with the context's current state and alarm.
 pub async fn save_record(ctx: &ActorContext) -> anyhow::Result<()> {
+    save_record_with(ctx, Vec::new()).await
+}
+
+/// [`save_record`], with `extra` entries written in the same put as the
+/// record (its header for a chunked state), so they land together.
+pub async fn save_record_with(ctx: &ActorContext, extra: Vec<(Vec<u8>, Vec<u8>)>) -> anyhow::Result<()> {
     let _writing = ctx.lock_writes().await;
     ctx.check_writable()?;
     let record = ActorRecord { initialized: true, alarm: ctx.alarm(), state: ctx.state() };
     let lost = ctx.write_fence().clone();
     if record.state.len() <= INLINE_STATE_MAX {
-        return ctx.link().kv_put(ctx.actor_id(), vec![(ACTOR_RECORD_KEY.to_vec(), record.encode())], lost).await;
+        let mut entries = vec![(ACTOR_RECORD_KEY.to_vec(), record.encode())];
+        entries.extend(extra);
+        return ctx.link().kv_put(ctx.actor_id(), entries, lost).await;
     }
     if record.state.len() > MAX_STATE_SIZE {
         return Err(RivetError::new(
@@ -233,9 +241,9 @@ pub async fn save_record(ctx: &ActorContext) -> anyhow::Result<()> {
     for batch in chunks.chunks(CHUNKS_PER_PUT) {
         ctx.link().kv_put(ctx.actor_id(), batch.to_vec(), lost.clone()).await?;
     }
-    ctx.link()
-        .kv_put(ctx.actor_id(), vec![(ACTOR_RECORD_KEY.to_vec(), record.encode_header(Some(header)))], lost)
-        .await?;
+    let mut entries = vec![(ACTOR_RECORD_KEY.to_vec(), record.encode_header(Some(header)))];
+    entries.extend(extra);
+    ctx.link().kv_put(ctx.actor_id(), entries, lost).await?;
     ctx.set_state_slot(slot);
     Ok(())
 }

@@ -308,7 +308,13 @@ impl Shared {
         )
         .await
         .map_err(|err| errors::open_failed(&err).with_actor(self.specifier.clone()).into_anyhow())?;
-        let pragma = format!("PRAGMA cache_size = -{}", self.pool.limits().pager_cache_kib);
+        // The workflow engine's table: RivetKit reads it through ordinary
+        // statements and never creates it (docs/workflows.md).
+        let pragma = format!(
+            "PRAGMA cache_size = -{}; CREATE TABLE IF NOT EXISTS _rivet_wf_kv \
+             (key BLOB PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID",
+            self.pool.limits().pager_cache_kib
+        );
         if let Err(err) = handle.exec(pragma).await {
             if !close_handle(&handle).await {
                 self.mark_closed("its worker did not stop");

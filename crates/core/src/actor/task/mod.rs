@@ -16,7 +16,7 @@ mod alarm;
 mod commands;
 mod dispatch;
 mod handle;
-mod persist;
+pub(crate) mod persist;
 mod shutdown;
 mod startup;
 

@@ -17,6 +17,14 @@ pub(super) async fn save(ctx: &ActorContext, hooks: &dyn ActorHooks) -> anyhow::
         return Ok(());
     }
     ctx.check_writable()?;
+    refresh_state(ctx, hooks).await;
+    storage::save_record(ctx).await?;
+    save_conn_records(ctx).await
+}
+
+/// Asks the host for its latest state (`serializeState`) and keeps it in
+/// the context; on a failure or timeout the last known state stays.
+pub(crate) async fn refresh_state(ctx: &ActorContext, hooks: &dyn ActorHooks) {
     if let Some(fut) = hooks.serialize_state(ctx, SerializeReason::Save) {
         match tokio::time::timeout(SERIALIZE_TIMEOUT, fut).await {
             Ok(Ok(delta)) => {
@@ -30,8 +38,6 @@ pub(super) async fn save(ctx: &ActorContext, hooks: &dyn ActorHooks) -> anyhow::
             Err(_) => tracing::warn!("serializeState timed out; saving the last known state"),
         }
     }
-    storage::save_record(ctx).await?;
-    save_conn_records(ctx).await
 }
 
 /// Writes changed hibernatable-connection records and deletes those of

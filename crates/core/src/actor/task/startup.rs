@@ -33,12 +33,15 @@ impl ActorTask {
 async fn run_start_hooks(ctx: ActorContext, factory: ActorFactory) -> anyhow::Result<()> {
     let hooks = &factory.hooks;
     let config = &factory.config;
+    ctx.set_hooks(hooks.clone());
     let record = storage::load_record(&ctx).await?;
     let is_new = !record.as_ref().is_some_and(|r| r.initialized);
     // The alarm and scheduled events: due ones fire once the actor has
     // started; the next wake-up is pushed to the engine again in case this
     // start was not its wake.
     ctx.restore_alarm(record.as_ref().and_then(|r| r.alarm));
+    // A workflow flush that reached SQLite but not KV: its state copy wins.
+    let record = crate::actor::workflow::reconcile(&ctx, record).await?;
     schedule::load(&ctx).await?;
     crate::actor::cron::load(&ctx).await?;
     ctx.sync_engine_alarm();
