@@ -205,6 +205,10 @@ async fn load_chunks(ctx: &ActorContext, c: Chunked) -> anyhow::Result<Vec<u8>> 
 
 /// Writes the actor record with the context's current state and alarm.
 pub async fn save_record(ctx: &ActorContext) -> anyhow::Result<()> {
+    // Never between a workflow flush's SQLite commit and its KV put, whose
+    // state copy would otherwise win over this save after a crash
+    // (docs/workflows.md).
+    let _flush = ctx.workflow_mark().lock().await;
     save_record_with(ctx, Vec::new()).await
 }
 
