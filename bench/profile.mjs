@@ -14,7 +14,8 @@
 // `{pid}` and `{phase}` (`http`, `ws`) are replaced; the command gets
 // SIGINT when the loop ends. Knobs (environment): PROFILE_IMPL
 // (rivetkit-native, or rivetkit-napi for the reference), PROFILE_HTTP=1000,
-// PROFILE_WS=3000, PROFILE_ENCODING=bare, PROFILE_NODE_OPTIONS (node
+// PROFILE_WS=3000, PROFILE_ORDER=http,ws, PROFILE_ENCODING=bare,
+// PROFILE_NODE_OPTIONS (node
 // options of the host only), BENCH_ADDON as in bench/run.mjs.
 
 import { spawn } from "node:child_process";
@@ -95,7 +96,7 @@ try {
 	const conn = first.connect();
 	const loops = { http: () => byId.increment(1), ws: () => conn.increment(1) };
 	const rows = [];
-	for (const phase of ["http", "ws"]) {
+	for (const phase of (process.env.PROFILE_ORDER ?? "http,ws").split(",")) {
 		for (let i = 0; i < 50; i++) await loops[phase]();
 		const stop = await startProfiler(host.pid, phase);
 		const before = threadCpu(host.pid);
