@@ -117,7 +117,7 @@ impl ActorContext {
         // promise rejects with the refusal.
         let writable = ctx.check_writable();
         if let (Ok(()), Some(state)) = (&writable, payload.state) {
-            ctx.set_state(state.to_vec());
+            ctx.set_state(state.0);
         }
         spawn_promise(env, async move {
             writable?;
@@ -396,14 +396,19 @@ impl ActorContext {
     /// call (and every handle) until `clearRuntimeState()`.
     #[napi(ts_return_type = "Record<string, unknown>")]
     pub fn runtime_state<'env>(&self, env: &'env Env) -> napi::Result<Object<'env>> {
-        let key = (self.inner.actor_id().to_string(), self.inner.generation());
+        let generation = self.inner.generation();
         RUNTIME_STATE.with(|map| {
             let mut map = map.borrow_mut();
-            if let Some(existing) = map.get(&key) {
+            // Looked up by `&str`: RivetKit calls this about ten times per
+            // action, and a lookup should not allocate.
+            if let Some((_, existing)) =
+                map.get(self.inner.actor_id()).and_then(|gens| gens.iter().find(|(g, _)| *g == generation))
+            {
                 return existing.get_value(env);
             }
             let object = Object::new(env)?;
-            map.insert(key, object.create_ref::<false>()?);
+            let reference = object.create_ref::<false>()?;
+            map.entry(self.inner.actor_id().to_string()).or_default().push((generation, reference));
             Ok(object)
         })
     }
@@ -411,8 +416,18 @@ impl ActorContext {
     /// Forgets this generation's `runtimeState()` object.
     #[napi]
     pub fn clear_runtime_state(&self, env: &Env) -> napi::Result<()> {
-        let key = (self.inner.actor_id().to_string(), self.inner.generation());
-        match RUNTIME_STATE.with(|map| map.borrow_mut().remove(&key)) {
+        let generation = self.inner.generation();
+        let removed = RUNTIME_STATE.with(|map| {
+            let mut map = map.borrow_mut();
+            let gens = map.get_mut(self.inner.actor_id())?;
+            let at = gens.iter().position(|(g, _)| *g == generation)?;
+            let (_, reference) = gens.swap_remove(at);
+            if gens.is_empty() {
+                map.remove(self.inner.actor_id());
+            }
+            Some(reference)
+        });
+        match removed {
             Some(reference) => reference.unref(env),
             None => Ok(()),
         }
@@ -426,9 +441,10 @@ fn region_id_arg(value: Unknown<'_>) -> ArgResult<u32> {
     Ok(rivetkit_native_core::error::validate::size("regionId", id, u64::from(u32::MAX))? as u32)
 }
 
+type RuntimeStates = std::collections::HashMap<String, Vec<(u32, ObjectRef<false>)>>;
+
 thread_local! {
-    /// `runtimeState()` objects by (actor id, generation). JS thread only:
-    /// references must be created and released there.
-    static RUNTIME_STATE: std::cell::RefCell<std::collections::HashMap<(String, u32), ObjectRef<false>>> =
-        std::cell::RefCell::new(std::collections::HashMap::new());
+    /// `runtimeState()` objects by actor id, then generation. JS thread
+    /// only: references must be created and released there.
+    static RUNTIME_STATE: std::cell::RefCell<RuntimeStates> = std::cell::RefCell::new(RuntimeStates::new());
 }

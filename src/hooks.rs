@@ -25,7 +25,7 @@ use crate::body_stream::{HttpRequestBodyStream, HttpResponseBodyStream, JsStream
 use crate::cancellation_token::CancellationToken;
 use crate::conn::ConnHandle;
 use crate::js_callback::{Ignored, JsCallback};
-use crate::types::{Checked, JsHttpRequest, JsHttpResponse, StateDeltaPayload};
+use crate::types::{Checked, JsBytes, JsHttpRequest, JsHttpResponse, StateDeltaPayload};
 use crate::websocket::WebSocket;
 
 #[napi(object, object_from_js = false)]
@@ -36,7 +36,8 @@ pub struct CtxPayload {
 #[napi(object, object_from_js = false)]
 pub struct CreatePayload {
     pub ctx: ActorContext,
-    pub input: Option<Buffer>,
+    #[napi(ts_type = "Buffer")]
+    pub input: Option<JsBytes>,
 }
 
 #[napi(object, object_from_js = false)]
@@ -55,7 +56,8 @@ pub struct SerializePayload {
 #[napi(object, object_from_js = false)]
 pub struct ConnectPayload {
     pub ctx: ActorContext,
-    pub params: Buffer,
+    #[napi(ts_type = "Buffer")]
+    pub params: JsBytes,
     pub request: Option<JsHttpRequest>,
 }
 
@@ -70,7 +72,8 @@ pub struct ConnPayload {
 pub struct ConnStatePayload {
     pub ctx: ActorContext,
     pub conn: ConnHandle,
-    pub params: Buffer,
+    #[napi(ts_type = "Buffer")]
+    pub params: JsBytes,
     pub request: Option<JsHttpRequest>,
 }
 
@@ -87,7 +90,8 @@ pub struct ActionPayload {
     /// The connection the action came in on; `null` for HTTP actions.
     pub conn: Option<ConnHandle>,
     /// The arguments, a CBOR-encoded array.
-    pub args: Buffer,
+    #[napi(ts_type = "Buffer")]
+    pub args: JsBytes,
     /// Set when a scheduled event (`schedule.after/at`) runs the action.
     pub scheduled_fire: Option<crate::schedule::JsScheduledFireInfo>,
     pub cancel_token: CancellationToken,
@@ -136,7 +140,7 @@ type VoidHook<P> = Option<JsCallback<P, Ignored>>;
 /// The callbacks read from the object given to `NapiActorFactory`.
 #[derive(Default)]
 pub struct JsHooks {
-    create_state: Option<JsCallback<CreatePayload, Buffer>>,
+    create_state: Option<JsCallback<CreatePayload, JsBytes>>,
     on_create: VoidHook<CreatePayload>,
     on_migrate: VoidHook<MigratePayload>,
     create_vars: VoidHook<CtxPayload>,
@@ -149,9 +153,9 @@ pub struct JsHooks {
     serialize_state: Option<JsCallback<SerializePayload, Checked<StateDeltaPayload>>>,
     on_request: Option<JsCallback<RequestPayload, Checked<JsHttpResponse>>>,
     on_queue_send: Option<JsCallback<QueueSendPayload, Checked<crate::queue::JsQueueSendResult>>>,
-    actions: HashMap<String, JsCallback<ActionPayload, Buffer>>,
+    actions: HashMap<String, JsCallback<ActionPayload, JsBytes>>,
     on_before_connect: VoidHook<ConnectPayload>,
-    create_conn_state: Option<JsCallback<ConnStatePayload, Buffer>>,
+    create_conn_state: Option<JsCallback<ConnStatePayload, JsBytes>>,
     on_connect: VoidHook<ConnPayload>,
     on_disconnect: VoidHook<ConnPayload>,
     on_before_subscribe: VoidHook<SubscribePayload>,
@@ -214,7 +218,7 @@ where
 }
 
 /// `callbacks.actions`: `{[name]: fn}`; every entry must be a function.
-fn read_actions(callbacks: &Object<'_>) -> napi::Result<HashMap<String, JsCallback<ActionPayload, Buffer>>> {
+fn read_actions(callbacks: &Object<'_>) -> napi::Result<HashMap<String, JsCallback<ActionPayload, JsBytes>>> {
     let value: Unknown<'_> = callbacks.get_named_property("actions")?;
     match value.get_type()? {
         ValueType::Undefined | ValueType::Null => return Ok(HashMap::new()),
@@ -268,11 +272,11 @@ impl JsHooks {
         let payload = ActionPayload {
             ctx: js_ctx(ctx),
             conn: conn.map(|c| ConnHandle::new(ctx, c)),
-            args: Buffer::from(args),
+            args: JsBytes(args),
             scheduled_fire: fire.map(Into::into),
             cancel_token: CancellationToken::from_inner(cancel),
         };
-        Some(async move { Ok(hook.call(payload).await?.to_vec()) }.boxed())
+        Some(async move { Ok(hook.call(payload).await?.0) }.boxed())
     }
 }
 
@@ -287,12 +291,12 @@ impl ActorHooks for JsHooks {
         input: Option<Vec<u8>>,
     ) -> Option<BoxFuture<'static, anyhow::Result<Vec<u8>>>> {
         let hook = self.create_state.clone()?;
-        let payload = CreatePayload { ctx: js_ctx(ctx), input: input.map(Buffer::from) };
-        Some(async move { Ok(hook.call(payload).await?.to_vec()) }.boxed())
+        let payload = CreatePayload { ctx: js_ctx(ctx), input: input.map(JsBytes) };
+        Some(async move { Ok(hook.call(payload).await?.0) }.boxed())
     }
 
     fn on_create(&self, ctx: &CoreContext, input: Option<Vec<u8>>) -> Option<BoxFuture<'static, anyhow::Result<()>>> {
-        void_call(&self.on_create, || CreatePayload { ctx: js_ctx(ctx), input: input.map(Buffer::from) })
+        void_call(&self.on_create, || CreatePayload { ctx: js_ctx(ctx), input: input.map(JsBytes) })
     }
 
     fn lifecycle(&self, hook: LifecycleHook, ctx: &CoreContext) -> Option<BoxFuture<'static, anyhow::Result<()>>> {
@@ -318,7 +322,7 @@ impl ActorHooks for JsHooks {
         Some(
             async move {
                 let Checked(delta) = hook.call(payload).await?;
-                Ok(StateDelta { state: delta.state.map(|b| b.to_vec()) })
+                Ok(StateDelta { state: delta.state.map(|b| b.0) })
             }
             .boxed(),
         )
@@ -327,13 +331,13 @@ impl ActorHooks for JsHooks {
     fn on_before_connect(
         &self,
         ctx: &CoreContext,
-        params: Vec<u8>,
-        request: Option<HttpRequest>,
+        params: &[u8],
+        request: Option<&HttpRequest>,
     ) -> Option<BoxFuture<'static, anyhow::Result<()>>> {
         void_call(&self.on_before_connect, || ConnectPayload {
             ctx: js_ctx(ctx),
-            params: Buffer::from(params),
-            request: request.map(js_request),
+            params: JsBytes(params.to_vec()),
+            request: request.cloned().map(js_request),
         })
     }
 
@@ -341,17 +345,17 @@ impl ActorHooks for JsHooks {
         &self,
         ctx: &CoreContext,
         conn: &Conn,
-        params: Vec<u8>,
-        request: Option<HttpRequest>,
+        params: &[u8],
+        request: Option<&HttpRequest>,
     ) -> Option<BoxFuture<'static, anyhow::Result<Vec<u8>>>> {
         let hook = self.create_conn_state.clone()?;
         let payload = ConnStatePayload {
             ctx: js_ctx(ctx),
             conn: ConnHandle::new(ctx, conn),
-            params: Buffer::from(params),
-            request: request.map(js_request),
+            params: JsBytes(params.to_vec()),
+            request: request.cloned().map(js_request),
         };
-        Some(async move { Ok(hook.call(payload).await?.to_vec()) }.boxed())
+        Some(async move { Ok(hook.call(payload).await?.0) }.boxed())
     }
 
     fn on_connect(
@@ -506,7 +510,7 @@ fn into_core_response(response: JsHttpResponse) -> anyhow::Result<HttpResponse> 
     Ok(HttpResponse {
         status,
         headers: response.headers.unwrap_or_default(),
-        body: response.body.map(|b| b.to_vec()).unwrap_or_default(),
+        body: response.body.map(|b| b.0).unwrap_or_default(),
         stream: response.stream == Some(true),
     })
 }

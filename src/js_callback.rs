@@ -34,11 +34,13 @@ use std::any::type_name;
 use std::ptr;
 use std::sync::Arc;
 
-use napi::bindgen_prelude::{FromNapiValue, Function, JsValuesTupleIntoVec, Object, Promise, Unknown};
-use napi::threadsafe_function::ThreadsafeFunction;
+use futures::channel::oneshot;
+use napi::bindgen_prelude::{FromNapiValue, Function, JsValuesTupleIntoVec, Object, Unknown};
+use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi::{sys, JsValue, Status, ValueType};
 
 use crate::error;
+use crate::settle::{self, Settlement};
 
 /// The threadsafe function behind a [`JsCallback`]: callee-handled
 /// (`(err, payload)`), weak, unbounded queue.
@@ -62,7 +64,7 @@ type Tsfn<Args, Ret> = ThreadsafeFunction<Args, Returned<Ret>, Args, Status, tru
 pub struct JsCallback<Args, Ret>
 where
     Args: JsValuesTupleIntoVec + 'static,
-    Ret: FromNapiValue + 'static,
+    Ret: FromNapiValue + Send + 'static,
 {
     name: &'static str,
     tsfn: Arc<Tsfn<Args, Ret>>,
@@ -71,7 +73,7 @@ where
 impl<Args, Ret> Clone for JsCallback<Args, Ret>
 where
     Args: JsValuesTupleIntoVec + 'static,
-    Ret: FromNapiValue + 'static,
+    Ret: FromNapiValue + Send + 'static,
 {
     fn clone(&self) -> Self {
         Self { name: self.name, tsfn: self.tsfn.clone() }
@@ -81,7 +83,7 @@ where
 impl<Args, Ret> std::fmt::Debug for JsCallback<Args, Ret>
 where
     Args: JsValuesTupleIntoVec + 'static,
-    Ret: FromNapiValue + 'static,
+    Ret: FromNapiValue + Send + 'static,
 {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("JsCallback").field("name", &self.name).finish_non_exhaustive()
@@ -132,21 +134,47 @@ where
     }
 
     /// Calls the function on the JS thread and waits for its answer (the
-    /// resolution if it returned a promise).
+    /// resolution if it returned a promise). The JS thread hands the final
+    /// answer over once: a value at once, a promise's outcome when it
+    /// settles ([`crate::settle`]).
     pub async fn call(&self, args: Args) -> anyhow::Result<Ret> {
-        let returned = self.tsfn.call_async(Ok(args)).await.map_err(|err| self.call_failed(err))?;
-        let converted = match returned {
-            Returned::Ready(converted) => converted,
-            Returned::Pending(promise) => match promise.await {
-                Ok(converted) => converted,
-                // napi-rs drops its settle callbacks when the garbage
-                // collector frees a promise nothing references, which only
-                // happens to a promise that can never settle. Wait like it
-                // would, so the caller's timeout answers (e.g. 408), not a
-                // spurious failure.
-                Err(err) if err.reason == PROMISE_COLLECTED => std::future::pending().await,
-                Err(err) => return Err(error::from_js_error(self.name, err)),
+        let (tx, rx) = oneshot::channel::<Answer<Ret>>();
+        let id = settle::next_id();
+        let status = self.tsfn.call_with_return_value(
+            Ok(args),
+            ThreadsafeFunctionCallMode::NonBlocking,
+            move |returned: napi::Result<Returned<Ret>>, env: napi::Env| {
+                match returned {
+                    Err(err) => {
+                        let _ = tx.send(Answer::Threw(err));
+                    }
+                    Ok(Returned::Ready(converted)) => {
+                        let _ = tx.send(Answer::Value(converted));
+                    }
+                    Ok(Returned::Pending(promise)) => {
+                        unsafe { settle::watch(env.raw(), promise, id, Box::new(AnswerOnSettle(tx))) };
+                    }
+                }
+                Ok(())
             },
+        );
+        if status != Status::Ok {
+            return Err(self.call_failed(napi::Error::from_status(status)));
+        }
+        let answer = Waiting { id, rx: Some(rx) }.await;
+        let converted = match answer {
+            Some(Answer::Value(converted)) => converted,
+            Some(Answer::Threw(err)) => return Err(self.call_failed(err)),
+            Some(Answer::Rejected(err)) => return Err(error::from_js_error(self.name, err)),
+            Some(Answer::Failed(err)) => return Err(error::js_callback_unavailable(self.name, &err.reason)),
+            // The call left the queue unanswered: the environment was torn
+            // down, or the payload could not be converted.
+            None => {
+                return Err(error::js_callback_unavailable(
+                    self.name,
+                    "the call was dropped before JavaScript answered",
+                ))
+            }
         };
         converted.0.map_err(|detail| error::invalid_return(self.name, &detail))
     }
@@ -194,27 +222,88 @@ impl FromNapiValue for Ignored {
     }
 }
 
-/// The error napi-rs reports for a promise whose settle callbacks were
-/// dropped (the promise was garbage-collected without settling).
-const PROMISE_COLLECTED: &str = "oneshot canceled";
-
 /// What the function returned, read on the JS thread: a value already
-/// converted, or a promise whose resolution will be.
-pub(crate) enum Returned<Ret: FromNapiValue + 'static> {
+/// converted, or a promise (a handle valid for the rest of the call, when
+/// its watch is set up).
+pub(crate) enum Returned<Ret: FromNapiValue + Send + 'static> {
     Ready(Converted<Ret>),
-    Pending(Promise<Converted<Ret>>),
+    Pending(sys::napi_value),
 }
 
-impl<Ret: FromNapiValue + 'static> FromNapiValue for Returned<Ret> {
+impl<Ret: FromNapiValue + Send + 'static> FromNapiValue for Returned<Ret> {
     unsafe fn from_napi_value(env: sys::napi_env, value: sys::napi_value) -> napi::Result<Self> {
         let mut is_promise = false;
         let status = unsafe { sys::napi_is_promise(env, value, &mut is_promise) };
         if status == sys::Status::napi_ok && is_promise {
-            let promise = unsafe { Promise::<Converted<Ret>>::from_napi_value(env, value) }?;
-            Ok(Returned::Pending(promise))
+            Ok(Returned::Pending(value))
         } else {
             Ok(Returned::Ready(unsafe { Converted::from_napi_value(env, value) }?))
         }
+    }
+}
+
+/// The final answer of a call, sent once from the JS thread.
+enum Answer<Ret> {
+    Value(Converted<Ret>),
+    /// The function threw.
+    Threw(napi::Error),
+    /// Its promise rejected.
+    Rejected(napi::Error),
+    /// Its promise could not be watched.
+    Failed(napi::Error),
+}
+
+/// Sends a promise's outcome as the call's answer (on the JS thread).
+struct AnswerOnSettle<Ret>(oneshot::Sender<Answer<Ret>>);
+
+impl<Ret: FromNapiValue + Send + 'static> settle::Settle for AnswerOnSettle<Ret> {
+    fn abandoned(&self) -> bool {
+        self.0.is_canceled()
+    }
+
+    fn settle(self: Box<Self>, settlement: Settlement) {
+        let answer = match settlement {
+            Settlement::Fulfilled(env, value) => Answer::Value(
+                // Never fails: a wrong type is kept as the detail of
+                // `napi.invalid_return`.
+                unsafe { Converted::from_napi_value(env, value) }
+                    .unwrap_or_else(|err| Converted(Err(format!("could not read the value ({})", err.reason)))),
+            ),
+            Settlement::Rejected(env, reason) => {
+                Answer::Rejected(match unsafe { Unknown::from_napi_value(env, reason) } {
+                    Ok(reason) => napi::Error::from_unknown_without_coercion(reason),
+                    Err(err) => err,
+                })
+            }
+            Settlement::Failed(err) => Answer::Failed(err),
+        };
+        let _ = self.0.send(answer);
+    }
+}
+
+/// The caller's end of a call: the answer, or `None` if the call was
+/// dropped unanswered. Dropping it (the caller gave up) forgets the
+/// promise's settler, if one was registered.
+struct Waiting<Ret> {
+    id: u64,
+    rx: Option<oneshot::Receiver<Answer<Ret>>>,
+}
+
+impl<Ret> std::future::Future for Waiting<Ret> {
+    type Output = Option<Answer<Ret>>;
+
+    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Self::Output> {
+        let Some(rx) = self.rx.as_mut() else { return std::task::Poll::Ready(None) };
+        std::pin::Pin::new(rx).poll(cx).map(Result::ok)
+    }
+}
+
+impl<Ret> Drop for Waiting<Ret> {
+    fn drop(&mut self) {
+        // The receiver goes first, so that a settler registered from now on
+        // sees its waiter gone (`settle::watch` checks under the lock).
+        drop(self.rx.take());
+        settle::forget(self.id);
     }
 }
 
@@ -266,8 +355,13 @@ fn js_type_name(env: sys::napi_env, value: sys::napi_value) -> &'static str {
     }
 }
 
-/// `alloc::string::String` → `String`, keeping generic arguments readable.
+/// `alloc::string::String` → `String`, keeping generic arguments readable;
+/// [`crate::types::JsBytes`] is named after what JavaScript must return.
 fn short_type_name<T>() -> String {
+    short_rust_type_name::<T>().replace("JsBytes", "Buffer")
+}
+
+fn short_rust_type_name<T>() -> String {
     let full = type_name::<T>();
     // Keep the text after the last `::` of each path between delimiters.
     let mut result = String::with_capacity(full.len());

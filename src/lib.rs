@@ -9,7 +9,8 @@
 //!    `__RIVET_ERROR_JSON__:` message contract), [`logging`] (the `tracing`
 //!    subscriber), [`types`] (plain payload objects and argument readers),
 //!    [`runtime`] (module set-up: logging, panic hook, tokio runtime);
-//! 2. [`js_callback`]: the one typed wrapper for JavaScript callbacks;
+//! 2. [`settle`] (awaiting a promise a callback returned), then
+//!    [`js_callback`]: the one typed wrapper for JavaScript callbacks;
 //! 3. the classes around core objects: [`cancellation_token`], [`conn`]
 //!    (`ConnHandle`), [`kv`], [`schedule`], [`sqlite`] (`JsNativeDatabase`),
 //!    [`websocket`] (`WebSocket`),
@@ -34,6 +35,7 @@ pub mod runtime;
 pub mod types;
 
 pub mod js_callback;
+pub mod settle;
 
 pub mod cancellation_token;
 pub mod conn;

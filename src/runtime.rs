@@ -26,9 +26,18 @@ use tokio::runtime::{Builder, Runtime};
 
 use crate::logging;
 
-/// Environment variable: number of tokio worker threads (default 2).
+/// Environment variable: number of tokio worker threads (default 1).
 pub const WORKER_THREADS_ENV: &str = "RIVETKIT_NATIVE_WORKER_THREADS";
-const DEFAULT_WORKER_THREADS: usize = 2;
+/// One worker by default. Every request or action ends in JavaScript, on
+/// the one JS thread, and the native work around it (socket frames, routing,
+/// encoding) is a fraction of the JavaScript's, so a second worker has
+/// nothing to run in parallel; what it costs is wake-ups. With two, tokio
+/// woke the idle worker to look for work to steal whenever a task was
+/// scheduled: per sequential WebSocket action the workers made 5.1
+/// voluntary context switches and 4 futex calls, against 3.2 and 0.2 with
+/// one (bench/profile.mjs). Hosts with CPU-heavy native work (large
+/// payloads) may set more.
+const DEFAULT_WORKER_THREADS: usize = 1;
 /// Threads for blocking work (`spawn_blocking`); tokio's default is 512.
 const MAX_BLOCKING_THREADS: usize = 64;
 
@@ -87,7 +96,7 @@ fn needs_lib_backtrace_off(lib_set: bool, rust_backtrace: Option<&std::ffi::OsSt
     !lib_set && rust_backtrace.is_some_and(|v| v != "0")
 }
 
-/// Number of worker threads from [`WORKER_THREADS_ENV`], default 2.
+/// Number of worker threads from [`WORKER_THREADS_ENV`], default 1.
 pub fn worker_threads() -> usize {
     parse_worker_threads(std::env::var(WORKER_THREADS_ENV).ok().as_deref())
 }
@@ -170,10 +179,10 @@ mod tests {
 
     #[test]
     fn worker_threads_parse() {
-        assert_eq!(parse_worker_threads(None), 2);
-        assert_eq!(parse_worker_threads(Some("")), 2);
+        assert_eq!(parse_worker_threads(None), 1);
+        assert_eq!(parse_worker_threads(Some("")), 1);
         assert_eq!(parse_worker_threads(Some(" 4 ")), 4);
-        assert_eq!(parse_worker_threads(Some("0")), 2);
-        assert_eq!(parse_worker_threads(Some("many")), 2);
+        assert_eq!(parse_worker_threads(Some("0")), 1);
+        assert_eq!(parse_worker_threads(Some("many")), 1);
     }
 }

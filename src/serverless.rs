@@ -17,7 +17,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
-use napi::bindgen_prelude::{Buffer, ClassInstance, FromNapiValue, Function, JsValue, PromiseRaw, Unknown};
+use napi::bindgen_prelude::{Buffer, ClassInstance, FromNapiValue, Function, JsValue, Promise, PromiseRaw, Unknown};
 use napi::threadsafe_function::ThreadsafeFunction;
 use napi::{Env, Status};
 use napi_derive::napi;
@@ -31,7 +31,7 @@ use tokio_util::sync::CancellationToken as TokioToken;
 
 use crate::cancellation_token::CancellationToken;
 use crate::error::{reject, spawn_promise};
-use crate::js_callback::{Ignored, Returned};
+use crate::js_callback::Ignored;
 use crate::registry::{CoreRegistry, JsServeConfig, Slot};
 use crate::types::args;
 
@@ -73,8 +73,26 @@ pub struct JsServerlessStreamEvent {
 /// then reads the body must not exit half-way). It is released when the
 /// delivery ends, so it never outlives the response.
 struct StreamCallback(
-    ThreadsafeFunction<JsServerlessStreamEvent, Returned<Ignored>, JsServerlessStreamEvent, Status, true, false, 0>,
+    ThreadsafeFunction<JsServerlessStreamEvent, StreamReturned, JsServerlessStreamEvent, Status, true, false, 0>,
 );
+
+/// What `onStreamEvent` returned: anything, or a promise to wait for.
+enum StreamReturned {
+    Ready,
+    Pending(Promise<Ignored>),
+}
+
+impl FromNapiValue for StreamReturned {
+    unsafe fn from_napi_value(env: napi::sys::napi_env, value: napi::sys::napi_value) -> napi::Result<Self> {
+        let mut is_promise = false;
+        let status = unsafe { napi::sys::napi_is_promise(env, value, &mut is_promise) };
+        if status == napi::sys::Status::napi_ok && is_promise {
+            Ok(Self::Pending(unsafe { Promise::from_napi_value(env, value) }?))
+        } else {
+            Ok(Self::Ready)
+        }
+    }
+}
 
 impl StreamCallback {
     /// Wraps `value` if it is a function (on the JS thread).
@@ -94,7 +112,7 @@ impl StreamCallback {
             Status::PendingException => crate::error::from_js_error("onStreamEvent", err),
             _ => crate::error::js_callback_unavailable("onStreamEvent", &err.reason),
         })?;
-        if let Returned::Pending(promise) = returned {
+        if let StreamReturned::Pending(promise) = returned {
             promise.await.map_err(|err| crate::error::from_js_error("onStreamEvent", err))?;
         }
         Ok(())

@@ -1,7 +1,8 @@
-//! Test-only exports exercising [`JsCallback`] from JavaScript: only in a
-//! build with the `testing` feature (`npm run build:testing`), never in the
-//! shipped addon. At the top of the module order: it uses the callback
-//! type and the `CancellationToken` class, and nothing uses it.
+//! Test-only exports: [`JsCallback`] driven from JavaScript, and a
+//! socket-option probe. Only in a build with the `testing` feature
+//! (`npm run build:testing`), never in the shipped addon. At the top of the
+//! module order: it uses the callback type and the `CancellationToken`
+//! class, and nothing uses it.
 
 use std::sync::Mutex;
 
@@ -82,4 +83,30 @@ pub fn test_call_callback<'env>(
         });
         call.await?
     })
+}
+
+/// @internal Whether `TCP_NODELAY` is set on the socket `fd` of this process
+/// (`getsockopt`; Node has no way to read it). For the test that the addon
+/// leaves sockets it did not open alone. Unix only.
+#[napi(js_name = "testingSocketNoDelay")]
+pub fn testing_socket_no_delay(fd: i32) -> napi::Result<bool> {
+    if fd < 0 {
+        return Err(napi::Error::new(napi::Status::InvalidArg, format!("not a file descriptor: {fd}")));
+    }
+    socket_no_delay(fd).map_err(|e| napi::Error::from_reason(format!("getsockopt(TCP_NODELAY) on fd {fd}: {e}")))
+}
+
+#[cfg(unix)]
+fn socket_no_delay(fd: i32) -> std::io::Result<bool> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: `fd` is only borrowed for one `getsockopt`: `ManuallyDrop`
+    // never closes it, and an fd that is not an open socket makes the call
+    // fail (EBADF, ENOTSOCK) rather than misbehave.
+    let stream = std::mem::ManuallyDrop::new(unsafe { std::net::TcpStream::from_raw_fd(fd) });
+    stream.nodelay()
+}
+
+#[cfg(not(unix))]
+fn socket_no_delay(_fd: i32) -> std::io::Result<bool> {
+    Err(std::io::Error::new(std::io::ErrorKind::Unsupported, "file descriptors are Unix only"))
 }

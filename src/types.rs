@@ -2,8 +2,66 @@
 
 use std::collections::HashMap;
 
-use napi::bindgen_prelude::Buffer;
+use napi::bindgen_prelude::{Buffer, BufferSlice, FromNapiValue, ToNapiValue, TypeName, ValidateNapiValue};
+use napi::{sys, ValueType};
 use napi_derive::napi;
+
+/// Bytes that JavaScript hands back (a `Buffer`: a callback's answer, a
+/// field of one), copied out on the JS thread as they are read.
+///
+/// A napi-rs `Buffer` read from JavaScript keeps a reference to the JS
+/// object, and dropping it anywhere but on the JS thread posts the release
+/// back to that thread: one more wake-up of the JS thread per action, whose
+/// answer is read on the JS thread and used in a runtime task. A copy of a
+/// callback's few bytes costs far less.
+pub struct JsBytes(pub Vec<u8>);
+
+impl FromNapiValue for JsBytes {
+    unsafe fn from_napi_value(env: sys::napi_env, value: sys::napi_value) -> napi::Result<Self> {
+        let slice = unsafe { BufferSlice::from_napi_value(env, value) }?;
+        Ok(JsBytes(slice.to_vec()))
+    }
+}
+
+/// Up to this size, bytes handed to JavaScript are copied into a buffer V8
+/// owns. A larger one wraps the Rust allocation instead (no copy), at the
+/// price of a finalizer the garbage collector must run, which for the few
+/// bytes of an action's arguments cost more than the copy.
+const COPY_TO_JS_MAX: usize = 16 * 1024;
+
+impl ToNapiValue for JsBytes {
+    unsafe fn to_napi_value(env: sys::napi_env, value: Self) -> napi::Result<sys::napi_value> {
+        if value.0.is_empty() || value.0.len() > COPY_TO_JS_MAX {
+            return unsafe { Buffer::to_napi_value(env, Buffer::from(value.0)) };
+        }
+        let mut data = std::ptr::null_mut();
+        let mut buffer = std::ptr::null_mut();
+        napi::check_status!(
+            unsafe {
+                sys::napi_create_buffer_copy(env, value.0.len(), value.0.as_ptr().cast(), &mut data, &mut buffer)
+            },
+            "could not copy {} bytes into a Buffer",
+            value.0.len()
+        )?;
+        Ok(buffer)
+    }
+}
+
+impl TypeName for JsBytes {
+    fn type_name() -> &'static str {
+        "Buffer"
+    }
+
+    fn value_type() -> ValueType {
+        ValueType::Object
+    }
+}
+
+impl ValidateNapiValue for JsBytes {
+    unsafe fn validate(env: sys::napi_env, value: sys::napi_value) -> napi::Result<sys::napi_value> {
+        unsafe { BufferSlice::validate(env, value) }
+    }
+}
 
 /// One segment of an actor key.
 #[napi(object)]
@@ -29,7 +87,8 @@ pub struct JsHttpRequest {
 pub struct JsHttpResponse {
     pub status: Option<u32>,
     pub headers: Option<HashMap<String, String>>,
-    pub body: Option<Buffer>,
+    #[napi(ts_type = "Buffer")]
+    pub body: Option<JsBytes>,
     /// `true`: the body follows through `responseBodyStream`
     /// (docs/streams.md); `body` is then ignored.
     pub stream: Option<bool>,
@@ -47,14 +106,16 @@ pub struct JsRegistryRouteResponse {
 #[napi(object)]
 pub struct StateDeltaConnHibernationEntry {
     pub conn_id: String,
-    pub bytes: Buffer,
+    #[napi(ts_type = "Buffer")]
+    pub bytes: JsBytes,
 }
 
 /// What `saveState` persists: the new state (if it changed) and
 /// hibernatable-connection changes.
 #[napi(object)]
 pub struct StateDeltaPayload {
-    pub state: Option<Buffer>,
+    #[napi(ts_type = "Buffer")]
+    pub state: Option<JsBytes>,
     pub conn_hibernation: Option<Vec<StateDeltaConnHibernationEntry>>,
     pub conn_hibernation_removed: Option<Vec<String>>,
 }

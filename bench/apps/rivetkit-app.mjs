@@ -1,7 +1,7 @@
 // The RivetKit app of the side-by-side comparison (bench/compare.mjs): plain
 // `actor()`/`setup()` from "rivetkit", nothing addon-specific. The same file
-// runs on @rivetkit/rivetkit-napi@2.3.19 and, with the resolve hook of
-// bench/lib/use-rivetkit-native.mjs, on rivetkit-native.
+// runs on @rivetkit/rivetkit-napi@2.3.19 and (a copy of it, made by
+// bench/lib/rivetkit-alias.mjs) on rivetkit-native.
 //
 //   counter  actions: increment(by = 1) → count (state saved), get() → count
 //   notes    an embedded SQLite database (`db({ onMigrate })`), for

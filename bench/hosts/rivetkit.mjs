@@ -1,9 +1,11 @@
 // Bench host of the side-by-side comparison: the RivetKit app of
-// bench/apps/rivetkit-app.mjs, started with `registry.startAndWait()`
-// (= `registry.start()` plus waiting until its envoy registered), so
-// RivetKit installs its own SIGINT/SIGTERM handlers. The addon is whatever
-// `import("@rivetkit/rivetkit-napi")` resolves to: the reference package,
-// or rivetkit-native when run with `--import bench/lib/use-rivetkit-native.mjs`.
+// bench/apps/rivetkit-app.mjs (or the file BENCH_APP names: the copy of it
+// that bench/lib/rivetkit-alias.mjs puts next to a rivetkit that resolves
+// `@rivetkit/rivetkit-napi` to rivetkit-native), started with
+// `registry.startAndWait()` (= `registry.start()` plus waiting until its
+// envoy registered), so RivetKit installs its own SIGINT/SIGTERM handlers.
+// The addon is whatever the app's rivetkit resolves
+// `import("@rivetkit/rivetkit-napi")` to.
 //
 // Configured by the environment RivetKit reads: RIVET_ENDPOINT,
 // RIVET_NAMESPACE, RIVET_TOKEN, RIVET_POOL (the envoy pool name).
@@ -17,8 +19,10 @@
 // exits.
 
 import { readFileSync } from "node:fs";
+import { pathToFileURL } from "node:url";
 
-const { registry } = await import("../apps/rivetkit-app.mjs");
+const app = process.env.BENCH_APP ? pathToFileURL(process.env.BENCH_APP).href : "../apps/rivetkit-app.mjs";
+const { registry } = await import(app);
 
 /** Native addons (`*.node`) mapped into this process, from /proc/self/maps. */
 function mappedAddons() {

@@ -15,8 +15,9 @@
 //   native          bench/hosts/native.mjs: rivetkit-native's API directly
 //   rivetkit-napi   bench/hosts/rivetkit.mjs: the RivetKit app on
 //                   @rivetkit/rivetkit-napi@2.3.19 (the reference)
-//   rivetkit-native the same app and the same rivetkit, on rivetkit-native
-//                   (via bench/lib/use-rivetkit-native.mjs)
+//   rivetkit-native the same app and the same rivetkit files, on
+//                   rivetkit-native installed under the reference's name
+//                   (bench/lib/rivetkit-alias.mjs)
 //
 // `spawnHost` returns at once (with `spawnedAt` and a `ready` promise), for
 // callers that time the start-up themselves; `startHost` waits for `ready`.
@@ -25,8 +26,10 @@ import { fork } from "node:child_process";
 import { once } from "node:events";
 import { fileURLToPath } from "node:url";
 
+import { aliasedApp } from "./rivetkit-alias.mjs";
+
 const script = (name) => fileURLToPath(new URL(`../hosts/${name}`, import.meta.url));
-const useNative = fileURLToPath(new URL("./use-rivetkit-native.mjs", import.meta.url));
+const rivetkitApp = fileURLToPath(new URL("../apps/rivetkit-app.mjs", import.meta.url));
 
 /** What each impl runs: `script`, extra `execArgv`, and its environment. */
 const HOSTS = {
@@ -38,12 +41,12 @@ const HOSTS = {
 	"rivetkit-napi": {
 		script: script("rivetkit.mjs"),
 		execArgv: [],
-		env: rivetkitEnv,
+		env: (options) => ({ ...rivetkitEnv(options), BENCH_APP: rivetkitApp }),
 	},
 	"rivetkit-native": {
 		script: script("rivetkit.mjs"),
-		execArgv: ["--import", useNative],
-		env: rivetkitEnv,
+		execArgv: [],
+		env: (options) => ({ ...rivetkitEnv(options), BENCH_APP: aliasedApp(rivetkitApp) }),
 	},
 };
 

@@ -60,6 +60,24 @@ pub(crate) fn make_ws_key(
 	key
 }
 
+/// rivetkit-native patch: whether a body cancel or a response window
+/// update is for a request whose route is gone (its response was sent). The
+/// gateway sends such a cancel after the response now and then (about one
+/// HTTP request in three here); there is nothing left to cancel, so it is
+/// dropped quietly instead of being logged as a violation and answered with
+/// an abort.
+fn finished_http_request(ctx: &EnvoyContext, message_id: &protocol::MessageId) -> bool {
+	let key: [&[u8]; 2] = [&message_id.gateway_id, &message_id.request_id];
+	let finished = ctx.http_message_indices.get(&key).is_none();
+	if finished {
+		tracing::debug!(
+			message_index = message_id.message_index,
+			"dropped a body cancel or window update of a finished HTTP request"
+		);
+	}
+	finished
+}
+
 fn advance_http_message_index(ctx: &mut EnvoyContext, message_id: &protocol::MessageId) -> bool {
 	let key: [&[u8]; 2] = [&message_id.gateway_id, &message_id.request_id];
 	let Some(expected) = ctx.http_message_indices.get_mut(&key) else {
@@ -179,6 +197,8 @@ pub async fn handle_tunnel_message(
 				.await;
 			}
 		}
+		protocol::ToEnvoyTunnelMessageKind::ToEnvoyRequestBodyCancel
+			if finished_http_request(ctx, &message_id) => {}
 		protocol::ToEnvoyTunnelMessageKind::ToEnvoyRequestBodyCancel => {
 			if advance_http_message_index(ctx, &message_id) {
 				handle_request_body_cancel(ctx, message_id);
@@ -192,6 +212,8 @@ pub async fn handle_tunnel_message(
 				.await;
 			}
 		}
+		protocol::ToEnvoyTunnelMessageKind::ToEnvoyResponseBodyWindowUpdate(_)
+			if finished_http_request(ctx, &message_id) => {}
 		protocol::ToEnvoyTunnelMessageKind::ToEnvoyResponseBodyWindowUpdate(update) => {
 			// rivetkit-native patch: the gateway keeps returning credit while it
 			// delivers the tail of a streamed response, after this side sent the

@@ -95,6 +95,16 @@ impl Conn {
         self.0.hibernation.as_ref().map(|h| h.lock().unwrap_or_else(|p| p.into_inner()).clone())
     }
 
+    /// The gateway's `(gateway_id, request_id)` of a hibernatable
+    /// connection, without copying its path and headers (every acknowledged
+    /// message needs them).
+    pub fn hibernation_ids(&self) -> Option<([u8; 4], [u8; 4])> {
+        self.0.hibernation.as_ref().map(|h| {
+            let h = h.lock().unwrap_or_else(|p| p.into_inner());
+            (h.gateway_id, h.request_id)
+        })
+    }
+
     /// Records that client message `index` was processed.
     pub fn set_client_message_index(&self, index: u16) {
         if let Some(h) = &self.0.hibernation {
@@ -273,9 +283,7 @@ impl Connections {
 
     /// The hibernatable connection whose socket is `(gateway_id, request_id)`.
     pub fn find_hibernated(&self, gateway_id: [u8; 4], request_id: [u8; 4]) -> Option<Conn> {
-        self.list()
-            .into_iter()
-            .find(|c| c.hibernation().is_some_and(|h| h.gateway_id == gateway_id && h.request_id == request_id))
+        self.list().into_iter().find(|c| c.hibernation_ids() == Some((gateway_id, request_id)))
     }
 
     pub fn get(&self, id: &str) -> Option<Conn> {
@@ -324,8 +332,18 @@ pub fn new_id() -> String {
     let mut bytes: [u8; 16] = rand_bytes();
     bytes[6] = (bytes[6] & 0x0f) | 0x40;
     bytes[8] = (bytes[8] & 0x3f) | 0x80;
-    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    format!("{}-{}-{}-{}-{}", &hex[0..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..32])
+    // 8-4-4-4-12 hex digits, written into one string (an HTTP action makes
+    // a connection, so this runs for every one).
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut id = String::with_capacity(36);
+    for (i, b) in bytes.iter().enumerate() {
+        if matches!(i, 4 | 6 | 8 | 10) {
+            id.push('-');
+        }
+        id.push(HEX[usize::from(b >> 4)] as char);
+        id.push(HEX[usize::from(b & 0x0f)] as char);
+    }
+    id
 }
 
 fn rand_bytes() -> [u8; 16] {
@@ -348,6 +366,18 @@ fn rand_bytes() -> [u8; 16] {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ids_are_v4_uuids() {
+        let id = new_id();
+        assert_eq!(id.len(), 36, "{id}");
+        let parts: Vec<&str> = id.split('-').collect();
+        assert_eq!(parts.iter().map(|p| p.len()).collect::<Vec<_>>(), [8, 4, 4, 4, 12], "{id}");
+        assert!(id.chars().all(|c| c == '-' || c.is_ascii_hexdigit() && !c.is_ascii_uppercase()), "{id}");
+        assert_eq!(&parts[2][..1], "4", "{id}");
+        assert!("89ab".contains(&parts[3][..1]), "{id}");
+        assert_ne!(new_id(), new_id());
+    }
 
     struct Recorder(Mutex<Vec<String>>);
     impl ConnTransport for Recorder {

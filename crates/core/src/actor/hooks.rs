@@ -145,22 +145,25 @@ pub trait ActorHooks: Send + Sync + 'static {
     }
 
     /// `onBeforeConnect({ctx, params, request})`: reject to refuse the connection.
+    /// The parameters are borrowed: an actor without the hook (the usual
+    /// case) copies nothing for it.
     fn on_before_connect(
         &self,
         _ctx: &ActorContext,
-        _params: Vec<u8>,
-        _request: Option<HttpRequest>,
+        _params: &[u8],
+        _request: Option<&HttpRequest>,
     ) -> Option<BoxFuture<'static, anyhow::Result<()>>> {
         None
     }
 
-    /// `createConnState({ctx, conn, params, request})` → the connection's initial state.
+    /// `createConnState({ctx, conn, params, request})` → the connection's
+    /// initial state. Borrowed parameters, as for `on_before_connect`.
     fn create_conn_state(
         &self,
         _ctx: &ActorContext,
         _conn: &Conn,
-        _params: Vec<u8>,
-        _request: Option<HttpRequest>,
+        _params: &[u8],
+        _request: Option<&HttpRequest>,
     ) -> Option<BoxFuture<'static, anyhow::Result<Vec<u8>>>> {
         None
     }

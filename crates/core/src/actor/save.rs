@@ -71,10 +71,19 @@ impl SaveRequests {
         if let Some(max_wait) = options.max_wait {
             deadline = deadline.min(now + max_wait);
         }
-        p.deadline = Some(p.deadline.map_or(deadline, |d| d.min(deadline)));
+        // The task only needs waking when the deadline moves earlier: for an
+        // unchanged one its timer is already set. (RivetKit asks for a save
+        // after every state change, so most requests change nothing, and a
+        // wake from the JS thread costs the task's worker a context switch.)
+        let earlier = p.deadline.is_none_or(|d| deadline < d);
+        if earlier {
+            p.deadline = Some(deadline);
+        }
         let revision = p.requested;
         drop(p);
-        self.wake.notify_one();
+        if earlier {
+            self.wake.notify_one();
+        }
         Some(revision)
     }
 
@@ -166,6 +175,24 @@ mod tests {
         assert_eq!(s.deadline(), Some(start + Duration::from_millis(100)));
         s.request(SaveOptions { immediate: true, ..Default::default() }, interval);
         assert_eq!(s.deadline(), Some(start));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn only_an_earlier_deadline_wakes_the_task() {
+        use futures::FutureExt;
+        let s = SaveRequests::default();
+        let interval = Duration::from_secs(1);
+        s.request(SaveOptions::default(), interval);
+        s.changed().await;
+        // Same deadline: the task's timer already covers it.
+        assert!(s.request(SaveOptions::default(), interval).is_some());
+        assert!(s.changed().now_or_never().is_none());
+        s.request(SaveOptions { immediate: true, ..Default::default() }, interval);
+        assert!(s.changed().now_or_never().is_some());
+        // A save began: the next request sets a deadline again.
+        s.begin_save();
+        s.request(SaveOptions::default(), interval);
+        assert!(s.changed().now_or_never().is_some());
     }
 
     #[tokio::test(start_paused = true)]

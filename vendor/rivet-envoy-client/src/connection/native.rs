@@ -15,6 +15,8 @@ use crate::metrics::METRICS;
 use crate::utils::{BackoffOptions, calculate_backoff, parse_ws_close_reason};
 
 const STABLE_CONNECTION_MS: u64 = 60_000;
+/// rivetkit-native patch: at most this many queued frames per write.
+const WRITE_BATCH: usize = 64;
 
 pub fn start_connection(shared: Arc<SharedContext>) {
 	let span = tracing::debug_span!("envoy_connection", envoy_key = %shared.envoy_key);
@@ -166,48 +168,100 @@ async fn single_connection(
 			let mut write_failed_tx = Some(write_failed_tx);
 			super::send_initial_metadata(&shared2).await;
 
+			// rivetkit-native patch: the frames that are queued together
+			// are written together (`feed` each, one `flush`), so an action's
+			// answer and its acknowledgement, sent by two tasks, leave in one
+			// `send` instead of two.
+			let mut written = Vec::new();
 			loop {
 				let msg = tokio::select! {
 					msg = ws_rx.recv() => msg.map(EitherWrite::Legacy),
 					msg = http_ws_rx.recv() => msg.map(EitherWrite::Http),
 				};
-				let Some(msg) = msg else { break };
-				match msg {
-					EitherWrite::Legacy(WsTxMessage::Send(data)) => {
-						let result = write.send(tungstenite::Message::Binary(data.into())).await;
-						if let Err(e) = result {
-							tracing::error!(?e, "failed to send ws message");
-							if let Some(write_failed_tx) = write_failed_tx.take() {
-								let _ = write_failed_tx.send(());
+				let Some(mut msg) = msg else { break };
+				let mut fed = 0usize;
+				let mut yielded = false;
+				let mut legacy = false;
+				let mut close = false;
+				let mut failed = None;
+				loop {
+					legacy |= matches!(msg, EitherWrite::Legacy(_));
+					match msg {
+						EitherWrite::Legacy(WsTxMessage::Send(data)) => {
+							if let Err(e) = write.feed(tungstenite::Message::Binary(data.into())).await {
+								failed = Some(e);
 							}
-							break;
+						}
+						EitherWrite::Legacy(WsTxMessage::Close) => close = true,
+						EitherWrite::Http(message) => {
+							match write.feed(tungstenite::Message::Binary(message.data.into())).await {
+								Ok(()) => written.push(message.written),
+								Err(e) => {
+									let _ = message.written.send(Err(anyhow::anyhow!("{e}")));
+									failed = Some(e);
+								}
+							}
 						}
 					}
-					EitherWrite::Legacy(WsTxMessage::Close) => {
-						let _ = write
-							.send(tungstenite::Message::Close(Some(
-								tungstenite::protocol::CloseFrame {
-									code: tungstenite::protocol::frame::coding::CloseCode::Normal,
-									reason: "envoy.shutdown".into(),
-								},
-							)))
-							.await;
+					fed += 1;
+					if close || failed.is_some() || fed >= WRITE_BATCH {
 						break;
 					}
-					EitherWrite::Http(message) => {
-						let result = write
-							.send(tungstenite::Message::Binary(message.data.into()))
-							.await
-							.map_err(anyhow::Error::from);
-						let failed = result.is_err();
-						let _ = message.written.send(result);
-						if failed {
-							if let Some(write_failed_tx) = write_failed_tx.take() {
-								let _ = write_failed_tx.send(());
+					let next = match ws_rx.try_recv() {
+						Ok(m) => Some(EitherWrite::Legacy(m)),
+						Err(_) => http_ws_rx.try_recv().ok().map(EitherWrite::Http),
+					};
+					msg = match next {
+						Some(m) => m,
+						// Once per write with a WebSocket-level frame (answers,
+						// acknowledgements, events): let the other tasks that
+						// are ready run first (tokio resumes a yielding task when
+						// the worker has nothing else to do), so that what they
+						// send joins this write. HTTP frames go alone: a
+						// request's frames are sent at different times.
+						None if !yielded && legacy => {
+							yielded = true;
+							tokio::task::yield_now().await;
+							let next = match ws_rx.try_recv() {
+								Ok(m) => Some(EitherWrite::Legacy(m)),
+								Err(_) => http_ws_rx.try_recv().ok().map(EitherWrite::Http),
+							};
+							match next {
+								Some(m) => m,
+								None => break,
 							}
-							break;
 						}
+						None => break,
+					};
+				}
+				if failed.is_none() {
+					if let Err(e) = write.flush().await {
+						failed = Some(e);
 					}
+				}
+				for tx in written.drain(..) {
+					let _ = tx.send(match &failed {
+						None => Ok(()),
+						Some(e) => Err(anyhow::anyhow!("{e}")),
+					});
+				}
+				if let Some(e) = failed {
+					tracing::error!(?e, "failed to send ws message");
+					if let Some(write_failed_tx) = write_failed_tx.take() {
+						let _ = write_failed_tx.send(());
+					}
+					break;
+				}
+				if close {
+					let _ = write
+						.send(tungstenite::Message::Close(Some(
+							tungstenite::protocol::CloseFrame {
+								code: tungstenite::protocol::frame::coding::CloseCode::Normal,
+								reason: "envoy.shutdown".into(),
+							},
+						)))
+						.await;
+					break;
 				}
 			}
 		}

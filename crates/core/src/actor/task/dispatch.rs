@@ -143,7 +143,7 @@ impl ActorTask {
         cancel: CancellationToken,
         mut reply: oneshot::Sender<anyhow::Result<T>>,
     ) {
-        let specifier = self.ctx.specifier();
+        let ctx = self.ctx.clone();
         self.inflight.spawn(async move {
             let _cancel_on_exit = cancel.clone().drop_guard();
             let work = async move {
@@ -162,7 +162,7 @@ impl ActorTask {
                     work.await
                 }
             };
-            let _ = reply.send(result.map_err(|err| err.context(specifier)));
+            let _ = reply.send(result.map_err(|err| err.context(ctx.specifier())));
         });
     }
 }
@@ -178,10 +178,10 @@ fn connect_hooks(
     Box::pin(async move {
         let hooks = &factory.hooks;
         let config = &factory.config;
-        if let Some(fut) = hooks.on_before_connect(&ctx, conn.params().to_vec(), request.clone()) {
+        if let Some(fut) = hooks.on_before_connect(&ctx, conn.params(), request.as_ref()) {
             super::with_timeout("onBeforeConnect", config.on_before_connect_timeout, fut).await?;
         }
-        if let Some(fut) = hooks.create_conn_state(&ctx, &conn, conn.params().to_vec(), request.clone()) {
+        if let Some(fut) = hooks.create_conn_state(&ctx, &conn, conn.params(), request.as_ref()) {
             let state = super::with_timeout("createConnState", config.create_conn_state_timeout, fut).await?;
             conn.set_state(state);
         }

@@ -8,7 +8,7 @@ use super::response;
 use super::route::path_without_query;
 use crate::actor::ActorTaskHandle;
 use crate::actor::HttpRequest;
-use crate::error::RivetError;
+use crate::error::{ActorSpecifier, RivetError};
 use crate::protocol::action::{conn_params, decode_args, encode_output, CONN_PARAMS_HEADER};
 use crate::protocol::encoding::header;
 use crate::protocol::Encoding;
@@ -17,14 +17,13 @@ const BAD_REQUEST: u16 = 400;
 
 pub(super) async fn handle(
     handle: &ActorTaskHandle,
-    request: &EnvoyRequest,
+    request: EnvoyRequest,
     name: String,
     body: Vec<u8>,
     encoding: Encoding,
+    actor: &ActorSpecifier,
 ) -> anyhow::Result<EnvoyResponse> {
-    let actor = handle.context().specifier();
-    let fail =
-        |err: anyhow::Error, status: Option<u16>| response::framework_error(encoding, &err, status, Some(&actor));
+    let fail = |err: anyhow::Error, status: Option<u16>| response::framework_error(encoding, &err, status, Some(actor));
 
     if request.method != "POST" {
         return fail(method_not_allowed(&request.method, &request.path).into_anyhow(), None);
@@ -42,11 +41,12 @@ pub(super) async fn handle(
         Err(err) => return fail(err.context("decode HTTP action connection params"), Some(BAD_REQUEST)),
     };
     // One trip into the actor: a transient connection for this request is
-    // connected, the action runs on it, and it is disconnected.
+    // connected, the action runs on it, and it is disconnected. The connect
+    // hooks see the request without its body (already decoded as the args).
     let hook_request = HttpRequest {
-        method: request.method.clone(),
-        uri: request.path.clone(),
-        headers: request.headers.clone(),
+        method: request.method,
+        uri: request.path,
+        headers: request.headers,
         body: Vec::new(),
         ..Default::default()
     };

@@ -30,7 +30,7 @@ pub(super) async fn handle(
     let error = |err: RivetError| response::framework_error(encoding, &err.into_anyhow(), None, Some(&actor));
     let get = request.method == "GET";
     let mut response = match route {
-        Route::Action(name) => action::handle(handle, &request, name, body, encoding).await?,
+        Route::Action(name) => action::handle(handle, request, name, body, encoding, &actor).await?,
         Route::Queue(name) => queue::handle(handle, &request, name, body, encoding).await?,
         Route::Root if get => response::text(200, ROOT_TEXT),
         Route::Health if get => response::text(200, "ok"),

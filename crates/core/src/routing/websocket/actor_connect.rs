@@ -230,10 +230,10 @@ impl Socket {
     /// Records and acknowledges client message `index` of a hibernatable
     /// connection (the record is saved with the next, throttled, save).
     fn ack(&self, index: u16) -> bool {
-        let Some(h) = self.conn.hibernation() else { return true };
+        let Some((gateway_id, request_id)) = self.conn.hibernation_ids() else { return true };
         self.conn.set_client_message_index(index);
         let ctx = self.handle.context();
-        ctx.link().ack_hibernatable_message(h.gateway_id, h.request_id, index);
+        ctx.link().ack_hibernatable_message(gateway_id, request_id, index);
         ctx.request_save(SaveOptions::default());
         true
     }
