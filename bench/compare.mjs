@@ -85,7 +85,7 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const cpuMs = (sample) => sample.userMs + sample.systemMs;
 
 /** Resolves (to the time) once an envoy of `pool` is registered; polls every 20 ms. */
-async function envoyRegistered(endpoint, pool, host, timeoutMs = 60_000) {
+export async function envoyRegistered(endpoint, pool, host, timeoutMs = 60_000) {
 	const deadline = performance.now() + timeoutMs;
 	let exited = null;
 	host.exited.then((e) => (exited = e));
@@ -112,7 +112,7 @@ async function checkAddon(host, spec, ours) {
 }
 
 /** Sends SIGINT and waits for the exit, at most `boundMs`; kills the host past that. */
-async function sigintToExit(host, boundMs) {
+export async function sigintToExit(host, boundMs) {
 	const sentAt = performance.now();
 	host.child.kill("SIGINT");
 	const result = await Promise.race([host.exited, sleep(boundMs).then(() => null)]);
@@ -122,7 +122,7 @@ async function sigintToExit(host, boundMs) {
 }
 
 /** Wakes actor `key` with one `increment` (getOrCreate), trying twice. */
-async function wake(client, key) {
+export async function wake(client, key) {
 	try {
 		await client.counter.getOrCreate([key]).increment(1);
 	} catch {
@@ -130,7 +130,7 @@ async function wake(client, key) {
 	}
 }
 
-const newClient = (engine, pool, encoding) =>
+export const newClient = (engine, pool, encoding) =>
 	createClient({ endpoint: engine.endpoint, namespace: "default", token: engine.token, poolName: pool, encoding });
 
 /** The main host of one side (see the top of the file). */

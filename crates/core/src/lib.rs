@@ -24,3 +24,7 @@ pub mod registry;
 pub mod routing;
 
 pub use error::{ActorSpecifier, RivetError};
+
+/// `tracing` target of the drain's timeline (docs/drain.md): enable it
+/// with `RIVET_LOG_LEVEL=warn,rivetkit_native::drain=debug`.
+pub const DRAIN_TRACE: &str = "rivetkit_native::drain";

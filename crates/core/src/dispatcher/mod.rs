@@ -90,6 +90,25 @@ impl Dispatcher {
             .collect()
     }
 
+    /// Active generations that may be put to sleep when the host shuts
+    /// down (docs/drain.md, step 2): not `noSleep`, no `run` handler
+    /// running, no destroy asked for. The others are left to the engine,
+    /// which moves them to another host.
+    pub fn sleepable_contexts(&self) -> Vec<ActorContext> {
+        self.lock()
+            .started()
+            .filter_map(|(_, r)| match r {
+                InstanceRecord::Active(handle) => Some(handle),
+                InstanceRecord::Stopping { .. } => None,
+            })
+            .filter(|handle| {
+                let ctx = handle.context();
+                !handle.config().no_sleep && !ctx.run_handler_active() && !ctx.destroy_requested()
+            })
+            .map(|handle| handle.context().clone())
+            .collect()
+    }
+
     /// Every started generation, stopping ones included, whose writes are
     /// still open: what the drain saves before it gives up.
     pub fn live_contexts(&self) -> Vec<ActorContext> {

@@ -5,6 +5,7 @@
 //! the reference). `serve` consumes it: one registry runs once.
 
 pub mod config;
+pub(crate) mod drain;
 mod serve;
 
 use std::collections::HashMap;
