@@ -61,9 +61,11 @@ function traceEvents(stderr, sigintWall) {
 		} catch {
 			continue;
 		}
-		if (record.target !== "rivetkit_native::drain" && !process.env.BENCH_DRAIN_LOG) continue;
+		const warning = record.level === "WARN" || record.level === "ERROR";
+		if (record.target !== "rivetkit_native::drain" && !warning && !process.env.BENCH_DRAIN_LOG) continue;
 		const count = record.command_count ?? record.actors;
-		const message = count !== undefined ? `${record.message} (${count})` : record.message;
+		let message = count !== undefined ? `${record.message} (${count})` : record.message;
+		if (warning) message = `${record.level}: ${message}`.slice(0, 90);
 		events.push({ ms: Date.parse(record.timestamp) - sigintWall, message, actorId: record.actor_id });
 	}
 	return events;

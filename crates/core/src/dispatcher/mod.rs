@@ -31,6 +31,7 @@ use futures::future::BoxFuture;
 use tokio_util::task::TaskTracker;
 
 pub use records::{InstanceKey, InstanceRecord, PendingStop, StopHandle, StopReason};
+pub use state::Census;
 
 use crate::actor::{ActorContext, ActorFactory};
 
@@ -127,6 +128,17 @@ impl Dispatcher {
 
     pub fn is_starting(&self, key: &InstanceKey) -> bool {
         matches!(self.lock().get(key), Some(state::Generation::Starting { .. }))
+    }
+
+    /// Holds no generation at all: none starting, started, failed or with
+    /// a parked stop.
+    pub fn is_empty(&self) -> bool {
+        self.lock().is_empty()
+    }
+
+    /// How many generations are in each state (for the logs).
+    pub fn census(&self) -> Census {
+        self.lock().census()
     }
 
     pub fn has_pending_stop(&self, key: &InstanceKey) -> bool {
