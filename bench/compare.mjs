@@ -120,7 +120,7 @@ async function checkAddon(host, spec, ours) {
 }
 
 /** Sends SIGINT and waits for the exit, at most `boundMs`; kills the host past that. */
-async function sigintToExit(host, boundMs) {
+export async function sigintToExit(host, boundMs) {
 	const sentAt = performance.now();
 	host.child.kill("SIGINT");
 	const result = await Promise.race([host.exited, sleep(boundMs).then(() => null)]);
@@ -130,7 +130,7 @@ async function sigintToExit(host, boundMs) {
 }
 
 /** Wakes actor `key` with one `increment` (getOrCreate), trying twice. */
-async function wake(client, key) {
+export async function wake(client, key) {
 	try {
 		await client.counter.getOrCreate([key]).increment(1);
 	} catch {

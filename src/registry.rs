@@ -303,6 +303,7 @@ impl CoreRegistry {
     pub fn shutdown<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
         if !self.shutdown.is_cancelled() {
             tracing::info!("shutdown requested");
+            tracing::debug!(target: rivetkit_native_core::DRAIN_TRACE, "shutdown requested");
             self.shutdown.cancel();
             self.phase.send_if_modified(|p| {
                 if matches!(p, Phase::Ready(_) | Phase::Starting) {

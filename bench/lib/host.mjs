@@ -66,11 +66,12 @@ function rivetkitEnv({ endpoint, pool, namespace = "default", token }) {
 /**
  * Forks host `impl` on `endpoint` with `pool` and returns at once:
  * `{impl, pid, child, spawnedAt, ready, exited, request, cpu, stop, kill}`;
- * `env` is added to the host's environment.
+ * `env` is added to the host's environment; with `captureStderr`, the
+ * host's stderr is piped and `stderr()` returns what it wrote so far.
  * `ready` resolves on the host's {type: "ready"} (rejects if it exits
  * first or after `readyTimeoutMs`); `exited` resolves to `{code, signal, at}`.
  */
-export function spawnHost({ impl = "native", endpoint, pool, token, env = {}, readyTimeoutMs = 60_000 }) {
+export function spawnHost({ impl = "native", endpoint, pool, token, env = {}, readyTimeoutMs = 60_000, captureStderr = false }) {
 	const spec = HOSTS[impl];
 	if (!spec) throw new Error(`unknown host ${impl}; known: ${Object.keys(HOSTS).join(", ")}`);
 	const spawnedAt = performance.now();
@@ -84,8 +85,10 @@ export function spawnHost({ impl = "native", endpoint, pool, token, env = {}, re
 			RUST_BACKTRACE: "0",
 			...env,
 		},
-		stdio: ["ignore", "inherit", "inherit", "ipc"],
+		stdio: ["ignore", "inherit", captureStderr ? "pipe" : "inherit", "ipc"],
 	});
+	const stderrChunks = [];
+	child.stderr?.on("data", (chunk) => stderrChunks.push(chunk));
 	const exited = once(child, "exit").then(([code, signal]) => ({ code, signal, at: performance.now() }));
 
 	// Replies by message type: waiters first, else queued for a later request.
@@ -127,6 +130,8 @@ export function spawnHost({ impl = "native", endpoint, pool, token, env = {}, re
 		spawnedAt,
 		ready,
 		exited,
+		/** What the host wrote to stderr so far (with `captureStderr`). */
+		stderr: () => Buffer.concat(stderrChunks).toString("utf8"),
 		/** Sends {type} and resolves to the host's next message of that type. */
 		async request(type, timeoutMs = 10_000) {
 			if (!alive()) throw new Error(`host ${impl} has exited`);

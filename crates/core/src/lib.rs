@@ -32,3 +32,7 @@ pub mod serverless;
 pub mod sqlite;
 
 pub use error::{ActorSpecifier, RivetError};
+
+/// `tracing` target of the drain's timeline (docs/drain.md): enable it
+/// with `RIVET_LOG_LEVEL=warn,rivetkit_native::drain=debug`.
+pub const DRAIN_TRACE: &str = "rivetkit_native::drain";

@@ -73,6 +73,8 @@ pub struct MemoryLink {
     pub destroys: std::sync::atomic::AtomicUsize,
     /// The last engine alarm pushed (`None` inside: cleared).
     pub alarm: std::sync::Mutex<Option<Option<i64>>>,
+    /// Every sleep intent, in order: `(actor id, generation)`.
+    pub sleep_requests: std::sync::Mutex<Vec<(String, u32)>>,
 }
 
 #[cfg(test)]
@@ -98,8 +100,9 @@ impl MemoryLink {
 
 #[cfg(test)]
 impl EngineLink for MemoryLink {
-    fn request_sleep(&self, _actor_id: &str, _generation: u32) {
+    fn request_sleep(&self, actor_id: &str, generation: u32) {
         self.sleeps.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.sleep_requests.lock().unwrap_or_else(|p| p.into_inner()).push((actor_id.to_string(), generation));
     }
     fn request_destroy(&self, _actor_id: &str, _generation: u32) {
         self.destroys.fetch_add(1, std::sync::atomic::Ordering::SeqCst);

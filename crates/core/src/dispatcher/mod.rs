@@ -31,6 +31,7 @@ use futures::future::BoxFuture;
 use tokio_util::task::TaskTracker;
 
 pub use records::{InstanceKey, InstanceRecord, PendingStop, StopHandle, StopReason};
+pub use state::Census;
 
 use crate::actor::{ActorContext, ActorFactory};
 
@@ -90,6 +91,25 @@ impl Dispatcher {
             .collect()
     }
 
+    /// Active generations that may be put to sleep when the host shuts
+    /// down (docs/drain.md, step 2): not `noSleep`, no `run` handler
+    /// running, no destroy asked for. The others are left to the engine,
+    /// which moves them to another host.
+    pub fn sleepable_contexts(&self) -> Vec<ActorContext> {
+        self.lock()
+            .started()
+            .filter_map(|(_, r)| match r {
+                InstanceRecord::Active(handle) => Some(handle),
+                InstanceRecord::Stopping { .. } => None,
+            })
+            .filter(|handle| {
+                let ctx = handle.context();
+                !handle.config().no_sleep && !ctx.run_handler_active() && !ctx.destroy_requested()
+            })
+            .map(|handle| handle.context().clone())
+            .collect()
+    }
+
     /// Every started generation, stopping ones included, whose writes are
     /// still open: what the drain saves before it gives up.
     pub fn live_contexts(&self) -> Vec<ActorContext> {
@@ -108,6 +128,17 @@ impl Dispatcher {
 
     pub fn is_starting(&self, key: &InstanceKey) -> bool {
         matches!(self.lock().get(key), Some(state::Generation::Starting { .. }))
+    }
+
+    /// Holds no generation at all: none starting, started, failed or with
+    /// a parked stop.
+    pub fn is_empty(&self) -> bool {
+        self.lock().is_empty()
+    }
+
+    /// How many generations are in each state (for the logs).
+    pub fn census(&self) -> Census {
+        self.lock().census()
     }
 
     pub fn has_pending_stop(&self, key: &InstanceKey) -> bool {

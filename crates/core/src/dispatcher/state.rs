@@ -44,6 +44,16 @@ pub(super) enum Generation {
     Failed(FailedStart),
 }
 
+/// Generations per state ([`State::census`]).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Census {
+    pub starting: usize,
+    pub stop_before_start: usize,
+    pub active: usize,
+    pub stopping: usize,
+    pub failed: usize,
+}
+
 #[derive(Default)]
 pub(super) struct State {
     generations: BTreeMap<InstanceKey, Generation>,
@@ -65,6 +75,26 @@ impl State {
 
     pub fn remove(&mut self, key: &InstanceKey) -> Option<Generation> {
         self.generations.remove(key)
+    }
+
+    /// No generation in any state.
+    pub fn is_empty(&self) -> bool {
+        self.generations.is_empty()
+    }
+
+    /// How many generations are in each state, for the logs.
+    pub fn census(&self) -> Census {
+        let mut census = Census::default();
+        for generation in self.generations.values() {
+            match generation {
+                Generation::Starting { .. } => census.starting += 1,
+                Generation::StopBeforeStart(_) => census.stop_before_start += 1,
+                Generation::Started(InstanceRecord::Active(_)) => census.active += 1,
+                Generation::Started(InstanceRecord::Stopping { .. }) => census.stopping += 1,
+                Generation::Failed(_) => census.failed += 1,
+            }
+        }
+        census
     }
 
     /// Every generation of `actor_id`, oldest first.

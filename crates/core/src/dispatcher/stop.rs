@@ -24,6 +24,7 @@ impl Dispatcher {
     ) -> anyhow::Result<()> {
         let key = InstanceKey::new(actor_id, generation);
         let kind = reason.kind();
+        tracing::debug!(target: crate::DRAIN_TRACE, %actor_id, generation, ?reason, "stop received");
         let (action, stop) = {
             let mut state = self.lock();
             let superseded = state.current(actor_id).is_some_and(|g| g > generation);
@@ -109,6 +110,7 @@ impl Dispatcher {
             Ok(()) => stop.complete(),
             Err(err) => stop.fail(anyhow::Error::new(crate::RivetError::extract(err))),
         }
+        tracing::debug!(target: crate::DRAIN_TRACE, actor_id = %ctx.actor_id(), generation = ctx.generation(), ok = result.is_ok(), "stop reported");
         result
     }
 

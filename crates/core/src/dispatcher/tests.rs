@@ -5,6 +5,7 @@
 
 mod admission;
 mod doubles;
+mod drain;
 mod failed_start;
 mod lifecycle;
 mod races;

@@ -5,6 +5,7 @@
 //! the reference). `serve` consumes it: one registry runs once.
 
 pub mod config;
+pub(crate) mod drain;
 mod serve;
 
 use std::collections::HashMap;
@@ -13,7 +14,8 @@ pub use config::{EngineSpawnMode, ServeConfig};
 pub use serve::ServeHandle;
 // For the serverless runtime, whose envoys connect and drain the same way.
 pub(crate) use config::should_manage_engine;
-pub(crate) use serve::{connect_envoy, drain, left_running_message};
+pub(crate) use drain::drain;
+pub(crate) use serve::{connect_envoy, left_running_message};
 
 use crate::actor::ActorFactory;
 

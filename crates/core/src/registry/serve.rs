@@ -1,5 +1,6 @@
 //! The serve run (docs/drain.md): engine (reuse or spawn),
-//! runner config, envoy, then wait for the shutdown token and drain.
+//! runner config, envoy, then wait for the shutdown token and drain
+//! ([`super::drain`]).
 //!
 //! There is no signal handling here or anywhere in the library: the host
 //! owns its signals and cancels the token (a handler installed by a native
@@ -20,14 +21,6 @@ use crate::dispatcher::Dispatcher;
 use crate::engine;
 use crate::envoy::RegistryCallbacks;
 use crate::error::RivetError;
-
-/// Drain bound when the host configured none (the engine's own threshold
-/// is 30 minutes, far longer than anyone waits for Ctrl-C).
-pub const DEFAULT_DRAIN_CAP: Duration = Duration::from_secs(30);
-/// After a forced stop, how long we still wait for the envoy loop.
-const FORCED_STOP_WAIT: Duration = Duration::from_secs(5);
-/// How long background jobs (stops, waiters) may take after the envoy stopped.
-const TRACKER_WAIT: Duration = Duration::from_secs(5);
 
 /// What a running registry exposes to its host.
 #[derive(Clone)]
@@ -103,7 +96,8 @@ impl CoreRegistry {
         tracing::info!(pool = %config.pool_name, endpoint = %config.endpoint, "registry serving");
 
         shutdown.cancelled().await;
-        drain(&config, &envoy, &dispatcher).await;
+        tracing::debug!(target: crate::DRAIN_TRACE, "shutdown token cancelled");
+        super::drain::drain(&config, &envoy, &dispatcher).await;
         Ok(())
     }
 }
@@ -204,98 +198,6 @@ pub(crate) async fn connect_envoy(
             .into_anyhow())
         }
     }
-}
-
-/// Graceful envoy shutdown (every actor gets `GoingAway` and sleeps),
-/// bounded by the engine's stop threshold and our cap, then a forced stop.
-/// How long the engine gets to stop our actors after we said we are
-/// stopping, before we ask again for the ones it has not stopped.
-const STRAGGLER_NUDGE_INTERVAL: Duration = Duration::from_secs(1);
-
-/// The engine (2.3.19) does not send a stop for actors it is still starting
-/// when the envoy says it is stopping, and the envoy waits for every actor.
-/// Every [`STRAGGLER_NUDGE_INTERVAL`], each generation still active asks the
-/// engine to put it to sleep (the normal sleep intent), so the drain ends
-/// with every actor's state saved instead of at the drain bound.
-async fn nudge_stragglers(dispatcher: &Dispatcher) {
-    loop {
-        tokio::time::sleep(STRAGGLER_NUDGE_INTERVAL).await;
-        let stragglers = dispatcher.active_contexts();
-        if !stragglers.is_empty() {
-            tracing::info!(actors = stragglers.len(), "asking the engine again to stop actors it has not stopped");
-        }
-        for ctx in stragglers {
-            ctx.link().request_sleep(ctx.actor_id(), ctx.generation());
-        }
-    }
-}
-
-/// How many final saves the drain runs at once when it hits its bound.
-const FINAL_SAVE_CONCURRENCY: usize = 32;
-/// How long those saves may take in all. The drain bound limits how long
-/// we wait for the engine's stops; this one protects the data (an engine
-/// that ignores stops still takes writes), and is never skipped.
-const FINAL_SAVE_WAIT: Duration = Duration::from_secs(15);
-
-/// Saves every generation still running (`serializeState`, then the
-/// record and connection records), so nothing the actors hold is lost
-/// when the drain gives up on the engine's stops.
-async fn save_all(dispatcher: &Dispatcher) {
-    use crate::actor::save::SaveOptions;
-    use futures::stream::{self, StreamExt};
-
-    let live = dispatcher.live_contexts();
-    let total = live.len();
-    let saves = stream::iter(live)
-        .map(|ctx| async move {
-            let result = ctx.request_save_and_wait(SaveOptions { immediate: true, max_wait: None }).await;
-            if let Err(err) = &result {
-                tracing::error!(actor_id = ctx.actor_id(), generation = ctx.generation(), error = %format!("{err:#}"), "final save at the drain bound failed");
-            }
-            result.is_ok()
-        })
-        .buffer_unordered(FINAL_SAVE_CONCURRENCY)
-        .fold(0usize, |saved, ok| async move { saved + usize::from(ok) });
-    match tokio::time::timeout(FINAL_SAVE_WAIT, saves).await {
-        Ok(saved) => tracing::info!(saved, total, "saved the actors still running"),
-        Err(_) => tracing::error!(
-            total,
-            wait_ms = FINAL_SAVE_WAIT.as_millis() as u64,
-            "final saves at the drain bound did not finish in time"
-        ),
-    }
-}
-
-pub(crate) async fn drain(config: &ServeConfig, envoy: &EnvoyHandle, dispatcher: &Dispatcher) {
-    let threshold = envoy
-        .get_protocol_metadata()
-        .await
-        .and_then(|m| u64::try_from(m.actor_stop_threshold).ok())
-        .map(Duration::from_millis)
-        .unwrap_or(Duration::from_secs(30 * 60));
-    let bound = threshold.min(config.drain_cap.unwrap_or(DEFAULT_DRAIN_CAP));
-    tracing::info!(actors = dispatcher.instance_count(), bound_ms = bound.as_millis() as u64, "draining");
-    let drained = async {
-        tokio::select! {
-            _ = envoy.shutdown_and_wait(false) => {}
-            _ = nudge_stragglers(dispatcher) => {}
-        }
-    };
-    if tokio::time::timeout(bound, drained).await.is_err() {
-        tracing::warn!(
-            bound_ms = bound.as_millis() as u64,
-            "drain did not finish in time; saving the actors still running"
-        );
-        save_all(dispatcher).await;
-        tracing::warn!("stopping the envoy now");
-        envoy.shutdown(true);
-        let _ = tokio::time::timeout(FORCED_STOP_WAIT, envoy.wait_stopped()).await;
-    }
-    dispatcher.tracker().close();
-    if tokio::time::timeout(TRACKER_WAIT, dispatcher.tracker().wait()).await.is_err() {
-        tracing::warn!("background actor work did not finish after the drain");
-    }
-    tracing::info!("registry shut down");
 }
 
 #[cfg(test)]

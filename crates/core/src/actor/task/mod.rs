@@ -164,6 +164,7 @@ impl ActorTask {
                 // over (a `run` blocked on the queue counts as idle).
                 _ = queue_waits.changed() => self.sleep_deadline = None,
                 result = poll_grace_hook(&mut self.grace), if self.grace.as_ref().is_some_and(|g| g.hook.is_some()) => {
+                    tracing::debug!(target: crate::DRAIN_TRACE, actor_id = %self.ctx.actor_id(), generation = self.ctx.generation(), ok = result.is_ok(), "stop hook done");
                     if let Err(err) = result {
                         tracing::warn!(error = %format!("{err:#}"), "stop hook failed");
                     }

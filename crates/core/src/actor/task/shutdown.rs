@@ -76,6 +76,7 @@ impl ActorTask {
                 Err(_) => Err(catalog::callback_timed_out("finalSave", timeout.as_millis() as u64).into_anyhow()),
             }
         };
+        tracing::debug!(target: crate::DRAIN_TRACE, actor_id = %self.ctx.actor_id(), generation = self.ctx.generation(), ok = result.is_ok(), "final save done");
         if let Err(err) = &result {
             tracing::error!(error = %format!("{err:#}"), "final state save failed");
         }
