@@ -7,7 +7,7 @@
 //    client p50/p99, RSS per live actor (1000 actors), spawn → first
 //    answered action, and SIGINT → exit with 100 live actors. About 4
 //    minutes on 2 cores.
-//    Then the SQLite side-by-side (bench/sqlite.mjs), on a fresh engine:
+//    Then the SQLite side-by-side (bench/sqlite.mjs), a fresh engine per side:
 //    in-actor latency of single-row INSERT and SELECT (sequential and
 //    concurrent), the shape of SQL errors, and RSS per actor with an open
 //    database (100 and 1000 actors). About 5 minutes more.
@@ -88,16 +88,14 @@ if (options.compare !== "0" && options.compare !== "skip") {
 
 if (options.sqlite !== "0" && options.compare !== "only") {
 	console.log("\n== SQLite (c.db) on @rivetkit/rivetkit-napi@2.3.19 and on rivetkit-native ==\n");
-	engine = await startBenchEngine();
-	try {
-		const comparison = await runSqliteComparison({ engine, options: sqliteOptions(), log: (m) => console.log(`[${elapsed()}] ${m}`) });
-		console.log();
-		console.log(comparison.text);
-		if (comparison.failed) process.exitCode = 1;
-	} finally {
-		await engine.stop();
-		engine = null;
-	}
+	const comparison = await runSqliteComparison({
+		options: sqliteOptions(),
+		log: (m) => console.log(`[${elapsed()}] ${m}`),
+		onEngine: (current) => (engine = current),
+	});
+	console.log();
+	console.log(comparison.text);
+	if (comparison.failed) process.exitCode = 1;
 }
 
 if (options.compare !== "only" && options.sqlite !== "only") {
