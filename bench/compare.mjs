@@ -504,7 +504,7 @@ export async function runComparison({ engine, options = compareOptions(), log = 
 	const failed = SIDES.some((spec) => {
 		const out = results[spec.side];
 		const mainFailed = options.phases.includes("main") && (!out.http || !out.ws || out.http.errors || out.ws.errors);
-		return out.notes.some((n) => n.includes("failed:")) || mainFailed;
+		return out.notes.some((n) => n.includes("phase failed:")) || mainFailed;
 	});
 	return { text: report(results, options), results, failed, build: ours.build };
 }
