@@ -9,38 +9,46 @@
 // host reports which `.node` file it mapped (/proc/self/maps), and the run
 // fails if it is not the expected one.
 //
-// Two host processes per addon, each with a pool and actor keys of its own:
+// Host processes per addon, each with a pool and actor keys of its own:
 //   main  spawn → first answered action: polls the engine until the host's
 //         envoy is registered, then sends a first `increment` through the
 //         official client (an action sent before the pool has an envoy waits
 //         ~60 s in the engine, whichever the addon); the median of
 //         `startTrials` spawns, each on a pool of its own, the last one
-//         being the main host (the others are killed). Then sequential HTTP
-//         actions (a `getForId` handle: gateway path routing) and sequential
-//         WebSocket actions (`handle.connect()`), with the host's CPU time per
-//         action (its own `process.cpuUsage()`, over IPC) and client p50/p99;
-//         then `actorsSigint` live actors and SIGINT → exit (bounded). Then
-//         a wait (at most 20 s) until the engine, which reschedules the
-//         actors that host stopped, uses less than 10% of a core. (Destroying
-//         them instead made the next host's first getOrCreate time out in
-//         the engine now and then.)
+//         being the main host (the others are killed). With both main hosts
+//         up: sequential HTTP actions (a `getForId` handle: gateway path
+//         routing), then sequential WebSocket actions (`handle.connect()`),
+//         each kind in `rounds` chunks taken by the two hosts in turns (the
+//         side going first alternates), so that a change of load on the
+//         machine weighs on both alike; the host's CPU time per action (its
+//         own `process.cpuUsage()`, over IPC) and client p50/p99. Then, one
+//         side after the other, `actorsSigint` live actors and SIGINT → exit
+//         (bounded), and a wait (at most 20 s) until the engine, which
+//         reschedules the actors that host stopped, uses less than 10% of a
+//         core. (Destroying them instead made the next host's first
+//         getOrCreate time out in the engine now and then.)
 //   rss   RSS per live actor: RSS delta (after a full GC in the host, once
 //         its memory stopped shrinking) from waking `actorsRss` actors with
 //         one action each (they stay awake: sleepTimeout 10 min), divided by
 //         the actors woken. These hosts stay
 //         up, idle, until the end: stopping one would leave the engine busy
 //         with its actors while the other side is measured.
-// Order: theirs main, ours main, theirs rss, ours rss.
+// Order: theirs' start-up, ours, the actions in turns, theirs' SIGINT,
+// ours, theirs rss, ours rss.
 //
 // Knobs (environment): BENCH_COMPARE_HTTP=150, BENCH_COMPARE_WS=300
 // (sequential actions measured), BENCH_ACTORS_SIGINT=100,
 // BENCH_ACTORS_RSS=1000, BENCH_START_TRIALS=3 (spawns timed per side; the
-// figure is their median), BENCH_WAKE_IN_FLIGHT=2 (concurrent wakes: at 4 and
+// figure is their median), BENCH_ROUNDS=3 (chunks per action kind),
+// BENCH_WAKE_IN_FLIGHT=2 (concurrent wakes: at 4 and
 // more, some of the engine's getOrCreate calls timed out after 15 s here,
 // whichever the addon; seen with the harness's 7 s envoy-lost threshold, not
 // re-measured with the bench engine's), BENCH_EXIT_BOUND_MS=60000,
 // BENCH_COMPARE_ENCODING=bare (client encoding: json, cbor, bare),
-// BENCH_COMPARE_PHASES=main,rss (which phases run), BENCH_ADDON (ours:
+// BENCH_COMPARE_PHASES=main,rss (which phases run), BENCH_RSS_DEADLINE_S=360
+// (bound of the RSS wakes: the side measured second wakes its actors with
+// the other side's 1000 still live in the engine, about 4 a second here,
+// and 180 s left it short of 1000), BENCH_ADDON (ours:
 // the index.js of another build).
 
 import { readdirSync, realpathSync, statSync } from "node:fs";
@@ -52,7 +60,7 @@ import { createClient } from "rivetkit/client";
 import { engineSettled, listEnvoys, upsertRunnerConfig } from "./lib/engine.mjs";
 import { spawnHost } from "./lib/host.mjs";
 import { run } from "./lib/load.mjs";
-import { measure } from "./lib/measure.mjs";
+import { measure, merge } from "./lib/measure.mjs";
 import { processCpuMs } from "./lib/proc.mjs";
 import { fmt, table } from "./lib/stats.mjs";
 
@@ -69,6 +77,8 @@ export const compareOptions = () => ({
 	wakeInFlight: int("BENCH_WAKE_IN_FLIGHT", 2),
 	exitBoundMs: int("BENCH_EXIT_BOUND_MS", 60_000),
 	startTrials: int("BENCH_START_TRIALS", 3),
+	rounds: int("BENCH_ROUNDS", 3),
+	rssDeadlineS: int("BENCH_RSS_DEADLINE_S", 360),
 	encoding: process.env.BENCH_COMPARE_ENCODING ?? "bare",
 	phases: (process.env.BENCH_COMPARE_PHASES ?? "main,rss").split(","),
 });
@@ -181,9 +191,11 @@ function median(values) {
 	return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
 }
 
-/** The main host of one side (see the top of the file). */
-async function mainPhase({ engine, spec, options, ours, out, log }) {
-	const prefix = `${spec.side}-main-`;
+/**
+ * Starts the main host of one side: `startTrials` timed spawns, the last
+ * of which stays up as the main host. Returns `{host, client, first}`.
+ */
+async function startMain({ engine, spec, options, ours, out, log }) {
 	// Start-up is timed over several spawns (the last one is the main
 	// host): now and then the engine takes seconds to place an actor
 	// (its own allocation, not the host: seen for either addon), which a
@@ -197,53 +209,121 @@ async function mainPhase({ engine, spec, options, ours, out, log }) {
 	}
 	const main = await startTrial({ engine, spec, options, out, tag: "main" });
 	trials.push(main);
-	const { host, client, first } = main;
 	try {
 		out.startTrialsMs = trials.map((t) => t.startMs);
 		out.startMs = median(out.startTrialsMs);
 		out.envoyMs = median(trials.map((t) => t.envoyMs));
-		await host.ready;
-		out.mapped = await checkAddon(host, spec, ours);
+		await main.host.ready;
+		out.mapped = await checkAddon(main.host, spec, ours);
 		log(
 			`${spec.label}: first action answered ${out.startTrialsMs.map((ms) => fmt(ms, 0)).join(", ")} ms after spawn ` +
 				`(median ${fmt(out.startMs, 0)}); host mapped ${out.mapped}`,
 		);
-
-		const ctx = { host, enginePid: engine.pid };
-		const byId = client.counter.getForId(await first.resolve());
-		for (let i = 0; i < 10; i++) await byId.increment(1);
-		out.http = await measure({ ...ctx, load: { total: options.http, inFlight: 1, deadlineMs: 25_000 } }, () => byId.increment(1));
-
-		const conn = first.connect();
-		try {
-			for (let i = 0; i < 10; i++) await conn.increment(1);
-			out.ws = await measure({ ...ctx, load: { total: options.ws, inFlight: 1, deadlineMs: 20_000 } }, () => conn.increment(1));
-		} finally {
-			await conn.dispose();
-		}
-		log(
-			`${spec.label}: HTTP action p50 ${fmt(out.http.p50)} ms (${out.http.ops} ok, ${out.http.errors} errors), ` +
-				`WebSocket action p50 ${fmt(out.ws.p50)} ms (${out.ws.ops} ok, ${out.ws.errors} errors)`,
-		);
-
-		const more = options.actorsSigint - 1;
-		const woke = await run({ total: more, inFlight: options.wakeInFlight, deadlineMs: 60_000 }, (i) => wake(client, `${prefix}${i + 1}`));
-		out.liveActors = woke.latencies.length + 1;
-		if (woke.errors.length) out.notes.push(`${woke.errors.length} of ${more} wakes before SIGINT failed: ${woke.errors[0].message}`);
-		await sleep(500);
-		out.exit = await sigintToExit(host, options.exitBoundMs);
-		log(
-			`${spec.label}: SIGINT with ${out.liveActors} live actors → ` +
-				(out.exit.timedOut ? `no exit within ${options.exitBoundMs / 1000} s (killed)` : `exit in ${fmt(out.exit.ms, 0)} ms (${out.exit.signal ?? `code ${out.exit.code}`})`),
-		);
-	} finally {
-		await host.kill();
-		await client.dispose();
+		return main;
+	} catch (err) {
+		await main.host.kill();
+		await main.client.dispose();
+		throw err;
 	}
+}
+
+/**
+ * Sequential HTTP and WebSocket actions on every main host, in turns: each
+ * kind in `rounds` chunks, the sides alternating (and which side goes first
+ * alternating too), so that a change of load on the machine (other
+ * processes, the engine) weighs on both sides alike. Sets `out.http` and
+ * `out.ws` of each side.
+ */
+async function measureInTurns({ engine, options, mains, log }) {
+	for (const m of mains) {
+		m.byId = m.client.counter.getForId(await m.first.resolve());
+		m.conn = m.first.connect();
+		for (let i = 0; i < 10; i++) await m.byId.increment(1);
+		for (let i = 0; i < 10; i++) await m.conn.increment(1);
+		m.rows = { http: [], ws: [] };
+	}
+	const rounds = options.rounds;
+	const kinds = [
+		{ key: "http", total: options.http, deadlineMs: 25_000, op: (m) => m.byId.increment(1) },
+		{ key: "ws", total: options.ws, deadlineMs: 20_000, op: (m) => m.conn.increment(1) },
+	];
+	try {
+		for (const kind of kinds) {
+			for (let r = 0; r < rounds; r++) {
+				const order = r % 2 === 0 ? mains : [...mains].reverse();
+				for (const m of order) {
+					const total = Math.floor(kind.total / rounds) + (r < kind.total % rounds ? 1 : 0);
+					const load = { total, inFlight: 1, deadlineMs: kind.deadlineMs / rounds };
+					m.rows[kind.key].push(await measure({ host: m.host, enginePid: engine.pid, load }, () => kind.op(m)));
+				}
+			}
+		}
+	} finally {
+		for (const m of mains) await m.conn.dispose();
+	}
+	for (const m of mains) {
+		m.out.http = merge(m.rows.http);
+		m.out.ws = merge(m.rows.ws);
+		log(
+			`${m.spec.label}: HTTP action p50 ${fmt(m.out.http.p50)} ms (${m.out.http.ops} ok, ${m.out.http.errors} errors), ` +
+				`WebSocket action p50 ${fmt(m.out.ws.p50)} ms (${m.out.ws.ops} ok, ${m.out.ws.errors} errors)`,
+		);
+	}
+}
+
+/** `actorsSigint` live actors on a main host, then SIGINT → exit. */
+async function sigintPhase({ engine, options, main, log }) {
+	const { spec, out, host, client } = main;
+	const prefix = `${spec.side}-main-`;
+	const more = options.actorsSigint - 1;
+	const woke = await run({ total: more, inFlight: options.wakeInFlight, deadlineMs: 60_000 }, (i) => wake(client, `${prefix}${i + 1}`));
+	out.liveActors = woke.latencies.length + 1;
+	if (woke.errors.length) out.notes.push(`${woke.errors.length} of ${more} wakes before SIGINT failed: ${woke.errors[0].message}`);
+	await sleep(500);
+	out.exit = await sigintToExit(host, options.exitBoundMs);
+	log(
+		`${spec.label}: SIGINT with ${out.liveActors} live actors → ` +
+			(out.exit.timedOut ? `no exit within ${options.exitBoundMs / 1000} s (killed)` : `exit in ${fmt(out.exit.ms, 0)} ms (${out.exit.signal ?? `code ${out.exit.code}`})`),
+	);
 	// The engine now reschedules the actors the host stopped (backing off);
 	// let it quieten before the next host is measured.
 	const share = await engineSettled(engine.pid, { timeoutMs: 20_000 });
 	log(`${spec.label}: engine back to ${fmt(share * 100, 0)}% of a core`);
+}
+
+/** The main hosts of both sides (see the top of the file). */
+async function mainPhases({ engine, options, ours, results, log }) {
+	const mains = [];
+	try {
+		for (const spec of SIDES) {
+			const out = results[spec.side];
+			try {
+				mains.push({ spec, out, ...(await startMain({ engine, spec, options, ours, out, log })) });
+			} catch (err) {
+				out.notes.push(`main phase failed: ${err.message}`);
+				log(`compare: ${spec.label} failed to start: ${err.stack ?? err.message}`);
+			}
+		}
+		try {
+			await measureInTurns({ engine, options, mains, log });
+		} catch (err) {
+			for (const m of mains) m.out.notes.push(`main phase failed: ${err.message}`);
+			log(`compare: the action measurements failed: ${err.stack ?? err.message}`);
+		}
+		for (const main of mains) {
+			try {
+				await sigintPhase({ engine, options, main, log });
+			} catch (err) {
+				main.out.notes.push(`main phase failed: ${err.message}`);
+				log(`compare: ${main.spec.label} SIGINT phase failed: ${err.stack ?? err.message}`);
+			}
+		}
+	} finally {
+		for (const m of mains) {
+			await m.host.kill();
+			await m.client.dispose();
+		}
+	}
 }
 
 /**
@@ -281,7 +361,9 @@ async function rssPhase({ engine, spec, options, out, log }) {
 		await client.counter.getOrCreate([`${prefix}warm`]).increment(1);
 		const before = await settledMemory(host);
 		const engineBeforeMs = processCpuMs(engine.pid);
-		const woke = await run({ total: options.actorsRss, inFlight: options.wakeInFlight, deadlineMs: 180_000 }, (i) => wake(client, `${prefix}${i}`));
+		const woke = await run({ total: options.actorsRss, inFlight: options.wakeInFlight, deadlineMs: options.rssDeadlineS * 1000 }, (i) =>
+			wake(client, `${prefix}${i}`),
+		);
 		const engineWokeMs = processCpuMs(engine.pid);
 		const woken = await host.cpu();
 		const after = await settledMemory(host);
@@ -300,7 +382,9 @@ async function rssPhase({ engine, spec, options, out, log }) {
 		out.wakeEngineCpuMsPerActor = n ? (engineWokeMs - engineBeforeMs) / n : Number.NaN;
 		out.wakeSeconds = woke.wallMs / 1000;
 		if (woke.errors.length) out.notes.push(`${woke.errors.length} of ${options.actorsRss} wakes for RSS failed: ${woke.errors[0].message}`);
-		if (n + woke.errors.length < options.actorsRss) out.notes.push(`RSS wakes stopped at their 180 s deadline: ${n} of ${options.actorsRss} woken`);
+		if (n + woke.errors.length < options.actorsRss) {
+			out.notes.push(`RSS wakes stopped at their ${options.rssDeadlineS} s deadline: ${n} of ${options.actorsRss} woken`);
+		}
 		log(
 			`${spec.label}: RSS ${fmt(out.rssBeforeMb)} → ${fmt(out.rssAfterMb)} MB after waking ${n} actors ` +
 				`(in ${fmt(out.wakeSeconds)} s, ${woke.errors.length} errors)`,
@@ -396,18 +480,11 @@ function report(results, options) {
 export async function runComparison({ engine, options = compareOptions(), log = console.log }) {
 	const ours = ourAddonBinary();
 	log(`compare: ours = ${ours.description}`);
-	log(`compare: client encoding ${options.encoding}; the hosts run one after another on one engine`);
+	log(`compare: client encoding ${options.encoding}; one engine; actions measured in turns (${options.rounds} rounds)`);
 	const results = Object.fromEntries(SIDES.map((spec) => [spec.side, { notes: [] }]));
 	const idle = [];
 	try {
-		for (const spec of options.phases.includes("main") ? SIDES : []) {
-			try {
-				await mainPhase({ engine, spec, options, ours, out: results[spec.side], log });
-			} catch (err) {
-				results[spec.side].notes.push(`main phase failed: ${err.message}`);
-				log(`compare: ${spec.label} failed: ${err.stack ?? err.message}`);
-			}
-		}
+		if (options.phases.includes("main")) await mainPhases({ engine, options, ours, results, log });
 		for (const spec of options.phases.includes("rss") ? SIDES : []) {
 			try {
 				const idleBefore = await Promise.all(idle.map((h) => h.cpu()));
@@ -427,7 +504,7 @@ export async function runComparison({ engine, options = compareOptions(), log = 
 	const failed = SIDES.some((spec) => {
 		const out = results[spec.side];
 		const mainFailed = options.phases.includes("main") && (!out.http || !out.ws || out.http.errors || out.ws.errors);
-		return out.notes.some((n) => n.includes("failed:")) || mainFailed;
+		return out.notes.some((n) => n.includes("phase failed:")) || mainFailed;
 	});
 	return { text: report(results, options), results, failed, build: ours.build };
 }

@@ -8,7 +8,8 @@ import { summarize } from "./stats.mjs";
 /**
  * Runs `op` under `load` ({total, inFlight, deadlineMs}) and returns a row:
  * `{ops, errors, firstError, p50, p90, p99, max, perSecond, hostCpuMsPerOp,
- * engineCpuMsPerOp, hostRssMb}`.
+ * engineCpuMsPerOp, hostRssMb}`, plus the raw `latencies`, `hostCpuMs`,
+ * `engineCpuMs` and `wallMs` (for [`merge`]).
  */
 export async function measure({ host, enginePid, load }, op) {
 	const hostBefore = await host.cpu();
@@ -29,5 +30,32 @@ export async function measure({ host, enginePid, load }, op) {
 		hostCpuMsPerOp: hostCpuMs / (ops || 1),
 		engineCpuMsPerOp: engineCpuMs / (ops || 1),
 		hostRssMb: hostAfter.rssBytes / (1024 * 1024),
+		latencies: result.latencies,
+		hostCpuMs,
+		engineCpuMs,
+		wallMs: result.wallMs,
+	};
+}
+
+/** Rows of [`measure`] taken in turns, as one row. */
+export function merge(rows) {
+	const latencies = rows.flatMap((r) => r.latencies);
+	const ops = latencies.length;
+	const hostCpuMs = rows.reduce((sum, r) => sum + r.hostCpuMs, 0);
+	const engineCpuMs = rows.reduce((sum, r) => sum + r.engineCpuMs, 0);
+	const wallMs = rows.reduce((sum, r) => sum + r.wallMs, 0);
+	return {
+		ops,
+		errors: rows.reduce((sum, r) => sum + r.errors, 0),
+		firstError: rows.find((r) => r.firstError)?.firstError,
+		...summarize(latencies),
+		perSecond: (ops * 1000) / (wallMs || 1),
+		hostCpuMsPerOp: hostCpuMs / (ops || 1),
+		engineCpuMsPerOp: engineCpuMs / (ops || 1),
+		hostRssMb: rows.at(-1)?.hostRssMb,
+		latencies,
+		hostCpuMs,
+		engineCpuMs,
+		wallMs,
 	};
 }

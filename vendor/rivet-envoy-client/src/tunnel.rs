@@ -62,8 +62,8 @@ pub(crate) fn make_ws_key(
 
 /// rivetkit-native patch: whether a body cancel or a response window
 /// update is for a request whose route is gone (its response was sent). The
-/// gateway sends such a cancel after the response now and then (about one
-/// HTTP request in three here); there is nothing left to cancel, so it is
+/// gateway sends such a cancel after the response now and then (a few HTTP
+/// requests in a hundred here); there is nothing left to cancel, so it is
 /// dropped quietly instead of being logged as a violation and answered with
 /// an abort.
 fn finished_http_request(ctx: &EnvoyContext, message_id: &protocol::MessageId) -> bool {

@@ -265,7 +265,7 @@ impl Connections {
     pub fn insert(&self, conn: Conn) {
         let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
         map.insert(conn.id().to_string(), conn);
-        self.count.send_replace(map.len());
+        self.set_count(map.len());
         self.revision.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 
@@ -275,10 +275,22 @@ impl Connections {
         let same = map.get(conn.id()).is_some_and(|c| c.same(conn));
         if same {
             map.remove(conn.id());
-            self.count.send_replace(map.len());
+            self.set_count(map.len());
             self.revision.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
         same
+    }
+
+    /// Records the count; subscribers are woken only when the set becomes
+    /// empty or stops being empty, the one change the actor task acts on
+    /// (its sleep timer). An HTTP action's connection to an actor that has
+    /// others would otherwise wake the task twice for nothing.
+    fn set_count(&self, len: usize) {
+        self.count.send_if_modified(|count| {
+            let flips = (*count == 0) != (len == 0);
+            *count = len;
+            flips
+        });
     }
 
     /// The hibernatable connection whose socket is `(gateway_id, request_id)`.
@@ -366,6 +378,24 @@ fn rand_bytes() -> [u8; 16] {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_count_wakes_subscribers_only_when_emptiness_changes() {
+        let conns = Connections::default();
+        let mut rx = conns.subscribe_count();
+        let a = Conn::new("a".into(), vec![], None, None);
+        let b = Conn::new("b".into(), vec![], None, None);
+        conns.insert(a.clone());
+        assert!(rx.has_changed().unwrap(), "0 -> 1");
+        rx.borrow_and_update();
+        conns.insert(b.clone());
+        conns.remove(&b);
+        assert!(!rx.has_changed().unwrap(), "1 -> 2 -> 1");
+        assert_eq!(conns.len(), 1);
+        conns.remove(&a);
+        assert!(rx.has_changed().unwrap(), "1 -> 0");
+        assert!(conns.is_empty());
+    }
 
     #[test]
     fn ids_are_v4_uuids() {
