@@ -35,9 +35,14 @@ const TRACKER_WAIT: Duration = Duration::from_secs(5);
 pub(crate) const SLEEP_STALL: Duration = Duration::from_secs(5);
 /// How often the drain looks for actors to ask again, how long after the
 /// last ask an actor is asked again, and how many at most each time.
-const REASK_TICK: Duration = Duration::from_millis(250);
+const REASK_TICK: Duration = Duration::from_millis(100);
 const REASK_AFTER: Duration = Duration::from_secs(1);
-const REASK_BATCH: usize = 16;
+/// Each later ask of the same actor waits twice as long, up to this.
+const REASK_MAX_AFTER: Duration = Duration::from_secs(8);
+const REASK_BATCH: usize = 8;
+/// While actors are put to sleep: after this long with no actor stopped
+/// and nobody asked, the straggler asked longest ago is asked again.
+const STALL_NUDGE: Duration = Duration::from_millis(200);
 /// How long the envoy may keep waiting once this host holds no generation.
 const EMPTY_HOST_WAIT: Duration = Duration::from_secs(1);
 const EMPTY_HOST_POLL: Duration = Duration::from_millis(100);
@@ -122,6 +127,10 @@ pub(crate) async fn sleep_first(dispatcher: &Dispatcher, stall: Duration) -> usi
                 Some(()) => progress = Instant::now(),
                 None => break,
             },
+            _ = tick.tick() => {
+                let quiet = Instant::now().duration_since(progress.max(reasks.last_ask())) >= STALL_NUDGE;
+                reasks.ask_again(dispatcher.sleepable_contexts(), quiet);
+            }
             _ = tokio::time::sleep_until(progress + stall) => {
                 tracing::warn!(
                     waiting = finished.len(),
@@ -130,7 +139,6 @@ pub(crate) async fn sleep_first(dispatcher: &Dispatcher, stall: Duration) -> usi
                 );
                 break;
             }
-            _ = tick.tick() => reasks.ask_again(dispatcher.sleepable_contexts()),
         }
     }
     tracing::debug!(target: crate::DRAIN_TRACE, actors = asked.len(), "actors put to sleep");
@@ -151,7 +159,7 @@ async fn nudge_stragglers(dispatcher: &Dispatcher) {
     let mut next_report = start + PROGRESS_REPORT_INTERVAL;
     loop {
         tick.tick().await;
-        reasks.ask_again(dispatcher.active_contexts());
+        reasks.ask_again(dispatcher.active_contexts(), false);
         if Instant::now() >= next_report {
             next_report += PROGRESS_REPORT_INTERVAL;
             tracing::info!(census = ?dispatcher.census(), "still waiting for the envoy's shutdown");
@@ -182,46 +190,59 @@ async fn host_emptied(dispatcher: &Dispatcher) {
 }
 
 /// Asks the engine again for the generations it has not stopped: each one
-/// [`REASK_AFTER`] its last ask, at most [`REASK_BATCH`] every
-/// [`REASK_TICK`], those asked longest ago first.
+/// [`REASK_AFTER`] after it was first asked, then twice as long after each
+/// ask (up to [`REASK_MAX_AFTER`]), at most [`REASK_BATCH`] every
+/// [`REASK_TICK`], those due first first; and, when the caller says things
+/// are quiet, the one due first.
 ///
-/// Why a steady trickle rather than everyone at once: the engine's workflow
-/// worker pulls fewer ready workflows when the machine's CPU is busy (above
-/// 70% it starts shedding, at 90% it pulls one in twenty) and then waits for
-/// the next signal, or its 16 s poll, before it looks again. A few asks
-/// every tick keep it looking without adding much to its load; asking
-/// everyone again would add one signal per actor.
+/// Why a trickle rather than everyone at once: the engine's workflow worker
+/// pulls fewer ready workflows when the machine's CPU is busy (above 70% it
+/// starts shedding, at 90% it pulls one in twenty; which ones is fixed per
+/// pending wake-up) and looks again only on its next signal, or its 16 s
+/// poll. One ask is one signal: it makes the worker look again, with its
+/// load figure updated, at all the actors still waiting. Asking everyone
+/// again would add one signal per actor to the load that made it shed.
 struct Reasker {
-    /// When each generation was last asked; those not in it count from `since`.
-    asked: HashMap<(String, u32), Instant>,
+    /// When each generation is due again, and the wait after that; those
+    /// not in it are due [`REASK_AFTER`] after `since`.
+    due: HashMap<(String, u32), (Instant, Duration)>,
     since: Instant,
+    last: Instant,
 }
 
 impl Reasker {
     fn new(since: Instant) -> Self {
-        Self { asked: HashMap::new(), since }
+        Self { due: HashMap::new(), since, last: since }
     }
 
-    fn ask_again(&mut self, candidates: Vec<ActorContext>) {
+    /// When anyone was last asked (or `since`).
+    fn last_ask(&self) -> Instant {
+        self.last
+    }
+
+    fn ask_again(&mut self, candidates: Vec<ActorContext>, quiet: bool) {
         let now = Instant::now();
-        let mut due: Vec<(Instant, ActorContext)> = candidates
+        let mut by_due: Vec<(Instant, ActorContext)> = candidates
             .into_iter()
             .map(|ctx| {
-                let last = self.asked.get(&(ctx.actor_id().to_owned(), ctx.generation())).copied();
-                (last.unwrap_or(self.since), ctx)
+                let due = self.due.get(&(ctx.actor_id().to_owned(), ctx.generation())).map(|(at, _)| *at);
+                (due.unwrap_or(self.since + REASK_AFTER), ctx)
             })
-            .filter(|(last, _)| now.duration_since(*last) >= REASK_AFTER)
             .collect();
-        if due.is_empty() {
+        by_due.sort_by_key(|(at, _)| *at);
+        let due = by_due.iter().take_while(|(at, _)| *at <= now).count();
+        let count = if due > 0 { due.min(REASK_BATCH) } else { usize::from(quiet).min(by_due.len()) };
+        if count == 0 {
             return;
         }
-        due.sort_by_key(|(last, _)| *last);
-        due.truncate(REASK_BATCH);
-        tracing::debug!(target: crate::DRAIN_TRACE, actors = due.len(), "sleep intents sent again");
-        for (_, ctx) in due {
+        tracing::debug!(target: crate::DRAIN_TRACE, actors = count, "sleep intents sent again");
+        for (_, ctx) in by_due.into_iter().take(count) {
             ctx.link().request_sleep(ctx.actor_id(), ctx.generation());
-            self.asked.insert((ctx.actor_id().to_owned(), ctx.generation()), now);
+            let key = (ctx.actor_id().to_owned(), ctx.generation());
+            let wait = self.due.get(&key).map_or(REASK_AFTER, |(_, wait)| *wait);
+            self.due.insert(key, (now + wait, (wait * 2).min(REASK_MAX_AFTER)));
         }
+        self.last = now;
     }
 }
 
