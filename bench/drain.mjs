@@ -90,7 +90,7 @@ function timeline(events, exitMs) {
 	return table(["event", "count", "first", "median", "last"], rows);
 }
 
-/** Per actor: stop received → hook done → final save done → stop reported (medians). */
+/** Per actor, medians and maxima between the steps of its stop that it went through. */
 function perActor(events) {
 	const byActor = new Map();
 	for (const e of events) {
@@ -100,13 +100,15 @@ function perActor(events) {
 		byActor.set(e.actorId, entry);
 	}
 	const steps = [
+		["stop here", "stop hook done"],
 		["stop received", "stop hook done"],
 		["stop hook done", "final save done"],
 		["final save done", "stop reported"],
+		["stop received", "engine's stop answered"],
 	];
 	const lines = [];
 	for (const [from, to] of steps) {
-		const d = [...byActor.values()].filter((a) => a[from] !== undefined && a[to] !== undefined).map((a) => a[to] - a[from]);
+		const d = [...byActor.values()].filter((a) => a[from] !== undefined && a[to] !== undefined && a[to] >= a[from]).map((a) => a[to] - a[from]);
 		d.sort((a, b) => a - b);
 		if (d.length) lines.push(`  ${from} → ${to}: median ${fmt(d[Math.floor(d.length / 2)], 0)} ms, max ${fmt(d.at(-1), 0)} ms (${d.length} actors)`);
 	}
