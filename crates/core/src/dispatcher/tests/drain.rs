@@ -98,8 +98,11 @@ fn key_of(ctx: &ActorContext) -> InstanceKey {
     InstanceKey::new(ctx.actor_id(), ctx.generation())
 }
 
+/// Where a stop handle's outcome is kept.
+type Seen = Arc<std::sync::Mutex<Option<Result<(), String>>>>;
+
 /// A stop handle whose outcome can be read back.
-fn recorded_stop() -> (StopHandle, Arc<std::sync::Mutex<Option<Result<(), String>>>>) {
+fn recorded_stop() -> (StopHandle, Seen) {
     let seen = Arc::new(std::sync::Mutex::new(None));
     let slot = seen.clone();
     (StopHandle::new(move |r: anyhow::Result<()>| *slot.lock().unwrap() = Some(r.map_err(|e| format!("{e:#}")))), seen)
