@@ -15,7 +15,8 @@
 // host, e.g. `rivet_envoy_client::commands=info`; their events join the timeline), BENCH_DRAIN_RUNS=1 (SIGINTs, one fresh host
 // each, same engine, a pool each), BENCH_DRAIN_WAKE=create (create: engine
 // API create, then one action by id; getOrCreate: one action by key, as
-// bench/compare.mjs does), BENCH_ADDON (another build of ours).
+// bench/compare.mjs does), BENCH_DRAIN_WAKE_DEADLINE_S=300 (wakes stop
+// there), BENCH_ADDON (another build of ours).
 
 import { createActor } from "../__test__/helpers/engine.mjs";
 import { envoyRegistered, newClient, sigintToExit, wake } from "./compare.mjs";
@@ -36,6 +37,7 @@ const options = {
 	exitBoundMs: int("BENCH_EXIT_BOUND_MS", 60_000),
 	runs: int("BENCH_DRAIN_RUNS", 1),
 	wake: process.env.BENCH_DRAIN_WAKE ?? "create",
+	wakeDeadlineMs: int("BENCH_DRAIN_WAKE_DEADLINE_S", 300) * 1000,
 };
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const wallNow = () => performance.timeOrigin + performance.now();
@@ -145,7 +147,7 @@ async function oneRun(engine, pool, runIndex) {
 	try {
 		await envoyRegistered(engine.endpoint, pool, host);
 		await host.ready;
-		const woke = await run({ total: options.actors, inFlight: options.wakeInFlight, deadlineMs: 300_000 }, (i) =>
+		const woke = await run({ total: options.actors, inFlight: options.wakeInFlight, deadlineMs: options.wakeDeadlineMs }, (i) =>
 			options.wake === "getOrCreate" ? wake(client, `drain-${runIndex}-${i}`) : createAndAct(engine, client, pool, `drain-${runIndex}-${i}`),
 		);
 		const live = woke.latencies.length;
