@@ -194,14 +194,10 @@ pub struct Fingerprint([u64; 2]);
 
 impl Fingerprint {
     fn of(record: &ActorRecord) -> Self {
-        use std::hash::{BuildHasher, Hash, Hasher};
+        use std::hash::BuildHasher;
         static KEYS: std::sync::OnceLock<[std::hash::RandomState; 2]> = std::sync::OnceLock::new();
         let keys = KEYS.get_or_init(|| [std::hash::RandomState::new(), std::hash::RandomState::new()]);
-        Self(keys.each_ref().map(|key| {
-            let mut hasher = key.build_hasher();
-            record.hash(&mut hasher);
-            hasher.finish()
-        }))
+        Self(keys.each_ref().map(|key| key.hash_one(record)))
     }
 }
 
