@@ -49,14 +49,14 @@ pub(crate) const ENGINE_CATCH_UP: Duration = Duration::from_secs(2);
 pub(crate) const SLEEP_STALL: Duration = Duration::from_secs(5);
 /// How often the drain looks for actors to ask again, how long after the
 /// first ask an actor is asked again, and how many at most each time.
-const REASK_TICK: Duration = Duration::from_millis(100);
+const REASK_TICK: Duration = Duration::from_millis(50);
 const REASK_AFTER: Duration = Duration::from_secs(1);
 /// Each later ask of the same actor waits twice as long, up to this.
 const REASK_MAX_AFTER: Duration = Duration::from_secs(8);
-const REASK_BATCH: usize = 8;
+const REASK_BATCH: usize = 4;
 /// While actors are put to sleep: after this long with no stop answered
 /// and nobody asked, the straggler due first is asked again.
-const STALL_NUDGE: Duration = Duration::from_millis(200);
+const STALL_NUDGE: Duration = Duration::from_millis(50);
 /// How long the envoy may keep waiting once this host holds no generation.
 const EMPTY_HOST_WAIT: Duration = Duration::from_secs(1);
 const EMPTY_HOST_POLL: Duration = Duration::from_millis(100);
