@@ -84,10 +84,12 @@ pub(super) async fn drain(config: &ServeConfig, envoy: &EnvoyHandle, dispatcher:
                 shut_envoy_down(envoy, dispatcher).await
             } => ended,
             _ = engine_caught_up_or_not(&saved) => {
-                tracing::info!(
-                    census = ?dispatcher.census(),
+                let census = dispatcher.census();
+                tracing::warn!(
+                    not_stopped_by_engine = census.awaiting_engine + census.active,
                     wait_ms = ENGINE_CATCH_UP.as_millis() as u64,
-                    "every actor is stopped and saved; the engine has not stopped some of them yet; stopping the envoy"
+                    "every actor is stopped and its state saved, but the engine has not stopped all of them yet; \
+                     stopping the envoy now (the engine puts those to sleep once it declares this host lost)"
                 );
                 false
             }
