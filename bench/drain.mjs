@@ -16,7 +16,9 @@
 // each, same engine, a pool each), BENCH_DRAIN_WAKE=create (create: engine
 // API create, then one action by id; getOrCreate: one action by key, as
 // bench/compare.mjs does), BENCH_DRAIN_WAKE_DEADLINE_S=300 (wakes stop
-// there), BENCH_ADDON (another build of ours).
+// there), BENCH_DRAIN_SETTLE=1 (0: SIGINT 500 ms after the last wake, as
+// bench/compare.mjs does, without waiting for the engine to settle),
+// BENCH_ADDON (another build of ours).
 
 import { createActor } from "../__test__/helpers/engine.mjs";
 import { envoyRegistered, newClient, sigintToExit, wake } from "./compare.mjs";
@@ -38,6 +40,7 @@ const options = {
 	runs: int("BENCH_DRAIN_RUNS", 1),
 	wake: process.env.BENCH_DRAIN_WAKE ?? "create",
 	wakeDeadlineMs: int("BENCH_DRAIN_WAKE_DEADLINE_S", 300) * 1000,
+	settle: process.env.BENCH_DRAIN_SETTLE !== "0",
 };
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const wallNow = () => performance.timeOrigin + performance.now();
@@ -114,6 +117,8 @@ function perActor(events) {
 		d.sort((a, b) => a - b);
 		if (d.length) lines.push(`  ${from} → ${to}: median ${fmt(d[Math.floor(d.length / 2)], 0)} ms, max ${fmt(d.at(-1), 0)} ms (${d.length} actors)`);
 	}
+	const unstopped = [...byActor].filter(([, a]) => a["stop here"] !== undefined && a["stop received"] === undefined).map(([id]) => id);
+	if (unstopped.length) lines.push(`  not stopped by the engine: ${unstopped.length}${unstopped.length <= 10 ? ` (${unstopped.join(", ")})` : ""}`);
 	const stops = events.filter((e) => e.message === "stop received").map((e) => e.ms);
 	if (stops.length) {
 		const bucket = 250;
@@ -155,8 +160,10 @@ async function oneRun(engine, pool, runIndex) {
 		// A drain measured while the engine still works through the wakes
 		// (its workflows backlogged: creates timed out under load here)
 		// measures that backlog; start from an engine at rest.
-		const share = await engineSettled(engine.pid, { timeoutMs: 60_000 });
-		console.log(`drain: engine at ${fmt(share * 100, 0)}% of a core before the SIGINT`);
+		if (options.settle) {
+			const share = await engineSettled(engine.pid, { timeoutMs: 60_000 });
+			console.log(`drain: engine at ${fmt(share * 100, 0)}% of a core before the SIGINT`);
+		}
 		await sleep(500);
 		const engineCpuBefore = processCpuMs(engine.pid);
 		const hostCpuBefore = processCpuMs(host.pid);
