@@ -15,7 +15,10 @@
 // host, e.g. `rivet_envoy_client::commands=info`; their events join the timeline), BENCH_DRAIN_RUNS=1 (SIGINTs, one fresh host
 // each, same engine, a pool each), BENCH_DRAIN_WAKE=create (create: engine
 // API create, then one action by id; getOrCreate: one action by key, as
-// bench/compare.mjs does), BENCH_ADDON (another build of ours).
+// bench/compare.mjs does), BENCH_DRAIN_WAKE_DEADLINE_S=300 (wakes stop
+// there), BENCH_DRAIN_SETTLE=1 (0: SIGINT 500 ms after the last wake, as
+// bench/compare.mjs does, without waiting for the engine to settle),
+// BENCH_ADDON (another build of ours).
 
 import { createActor } from "../__test__/helpers/engine.mjs";
 import { envoyRegistered, newClient, sigintToExit, wake } from "./compare.mjs";
@@ -36,6 +39,8 @@ const options = {
 	exitBoundMs: int("BENCH_EXIT_BOUND_MS", 60_000),
 	runs: int("BENCH_DRAIN_RUNS", 1),
 	wake: process.env.BENCH_DRAIN_WAKE ?? "create",
+	wakeDeadlineMs: int("BENCH_DRAIN_WAKE_DEADLINE_S", 300) * 1000,
+	settle: process.env.BENCH_DRAIN_SETTLE !== "0",
 };
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const wallNow = () => performance.timeOrigin + performance.now();
@@ -90,7 +95,7 @@ function timeline(events, exitMs) {
 	return table(["event", "count", "first", "median", "last"], rows);
 }
 
-/** Per actor: stop received → hook done → final save done → stop reported (medians). */
+/** Per actor, medians and maxima between the steps of its stop that it went through. */
 function perActor(events) {
 	const byActor = new Map();
 	for (const e of events) {
@@ -100,16 +105,20 @@ function perActor(events) {
 		byActor.set(e.actorId, entry);
 	}
 	const steps = [
+		["stop here", "stop hook done"],
 		["stop received", "stop hook done"],
 		["stop hook done", "final save done"],
 		["final save done", "stop reported"],
+		["stop received", "engine's stop answered"],
 	];
 	const lines = [];
 	for (const [from, to] of steps) {
-		const d = [...byActor.values()].filter((a) => a[from] !== undefined && a[to] !== undefined).map((a) => a[to] - a[from]);
+		const d = [...byActor.values()].filter((a) => a[from] !== undefined && a[to] !== undefined && a[to] >= a[from]).map((a) => a[to] - a[from]);
 		d.sort((a, b) => a - b);
 		if (d.length) lines.push(`  ${from} → ${to}: median ${fmt(d[Math.floor(d.length / 2)], 0)} ms, max ${fmt(d.at(-1), 0)} ms (${d.length} actors)`);
 	}
+	const unstopped = [...byActor].filter(([, a]) => a["stop here"] !== undefined && a["stop received"] === undefined).map(([id]) => id);
+	if (unstopped.length) lines.push(`  not stopped by the engine: ${unstopped.length}${unstopped.length <= 10 ? ` (${unstopped.join(", ")})` : ""}`);
 	const stops = events.filter((e) => e.message === "stop received").map((e) => e.ms);
 	if (stops.length) {
 		const bucket = 250;
@@ -143,7 +152,7 @@ async function oneRun(engine, pool, runIndex) {
 	try {
 		await envoyRegistered(engine.endpoint, pool, host);
 		await host.ready;
-		const woke = await run({ total: options.actors, inFlight: options.wakeInFlight, deadlineMs: 300_000 }, (i) =>
+		const woke = await run({ total: options.actors, inFlight: options.wakeInFlight, deadlineMs: options.wakeDeadlineMs }, (i) =>
 			options.wake === "getOrCreate" ? wake(client, `drain-${runIndex}-${i}`) : createAndAct(engine, client, pool, `drain-${runIndex}-${i}`),
 		);
 		const live = woke.latencies.length;
@@ -151,8 +160,10 @@ async function oneRun(engine, pool, runIndex) {
 		// A drain measured while the engine still works through the wakes
 		// (its workflows backlogged: creates timed out under load here)
 		// measures that backlog; start from an engine at rest.
-		const share = await engineSettled(engine.pid, { timeoutMs: 60_000 });
-		console.log(`drain: engine at ${fmt(share * 100, 0)}% of a core before the SIGINT`);
+		if (options.settle) {
+			const share = await engineSettled(engine.pid, { timeoutMs: 60_000 });
+			console.log(`drain: engine at ${fmt(share * 100, 0)}% of a core before the SIGINT`);
+		}
 		await sleep(500);
 		const engineCpuBefore = processCpuMs(engine.pid);
 		const hostCpuBefore = processCpuMs(host.pid);

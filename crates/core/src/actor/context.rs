@@ -58,8 +58,10 @@ struct Inner {
     run_restart: tokio::sync::Notify,
     /// Which chunk slot holds a large state (storage detail); 255 = none.
     state_slot: std::sync::atomic::AtomicU8,
-    /// Serializes record writes (throttled saves, `saveState`, final save).
-    write_lock: tokio::sync::Mutex<()>,
+    /// Serializes record writes (throttled saves, `saveState`, final save),
+    /// and holds the fingerprint of the record the engine has (see
+    /// [`super::storage::save_record`]); `None`: not known.
+    write_lock: tokio::sync::Mutex<Option<super::storage::Fingerprint>>,
     conns: super::Connections,
     /// The task's traffic queue (bounded by the actor's
     /// `dispatch_queue_capacity`), for connections the context connects
@@ -148,7 +150,7 @@ impl ActorContext {
             run_active: AtomicBool::new(false),
             run_restart: tokio::sync::Notify::new(),
             state_slot: std::sync::atomic::AtomicU8::new(u8::MAX),
-            write_lock: tokio::sync::Mutex::new(()),
+            write_lock: tokio::sync::Mutex::new(None),
             conns: super::Connections::default(),
             dispatch,
             dispatch_rx: Mutex::new(Some(dispatch_rx)),
@@ -407,7 +409,7 @@ impl ActorContext {
         &self.0.inspector
     }
 
-    pub(crate) async fn lock_writes(&self) -> tokio::sync::MutexGuard<'_, ()> {
+    pub(crate) async fn lock_writes(&self) -> tokio::sync::MutexGuard<'_, Option<super::storage::Fingerprint>> {
         self.0.write_lock.lock().await
     }
 

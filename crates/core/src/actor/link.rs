@@ -75,6 +75,8 @@ pub struct MemoryLink {
     pub alarm: std::sync::Mutex<Option<Option<i64>>>,
     /// Every sleep intent, in order: `(actor id, generation)`.
     pub sleep_requests: std::sync::Mutex<Vec<(String, u32)>>,
+    /// How many puts were made.
+    pub puts: std::sync::atomic::AtomicUsize,
 }
 
 #[cfg(test)]
@@ -120,6 +122,7 @@ impl EngineLink for MemoryLink {
         entries: KvEntries,
         lost: CancellationToken,
     ) -> BoxFuture<'static, anyhow::Result<()>> {
+        self.puts.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         if !lost.is_cancelled() {
             self.with_kv(|kv| {
                 for (k, v) in entries {

@@ -60,7 +60,7 @@ const KEYS_PER_GET: usize = 128;
 /// structured error rather than an opaque engine one.
 pub const MAX_STATE_SIZE: usize = 16 * 1024 * 1024;
 
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct ActorRecord {
     pub initialized: bool,
     pub alarm: Option<i64>,
@@ -186,7 +186,23 @@ pub async fn load_record(ctx: &ActorContext) -> anyhow::Result<Option<ActorRecor
         record.state = load_chunks(ctx, c).await?;
         ctx.set_state_slot(c.slot);
     }
+    *ctx.lock_writes().await = Some(Fingerprint::of(&record));
     Ok(Some(record))
+}
+
+/// A 128-bit digest of an actor record (two SipHash digests with keys
+/// drawn once per process): what the engine holds, so that a save of an
+/// unchanged record writes nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fingerprint([u64; 2]);
+
+impl Fingerprint {
+    fn of(record: &ActorRecord) -> Self {
+        use std::hash::BuildHasher;
+        static KEYS: std::sync::OnceLock<[std::hash::RandomState; 2]> = std::sync::OnceLock::new();
+        let keys = KEYS.get_or_init(|| [std::hash::RandomState::new(), std::hash::RandomState::new()]);
+        Self(keys.each_ref().map(|key| key.hash_one(record)))
+    }
 }
 
 async fn load_chunks(ctx: &ActorContext, c: Chunked) -> anyhow::Result<Vec<u8>> {
@@ -203,7 +219,10 @@ async fn load_chunks(ctx: &ActorContext, c: Chunked) -> anyhow::Result<Vec<u8>> 
     Ok(state)
 }
 
-/// Writes the actor record with the context's current state and alarm.
+/// Writes the actor record with the context's current state and alarm,
+/// unless the engine already holds exactly that record (as read at the
+/// start, or as last written): an actor that sleeps with its state saved,
+/// and RivetKit's save right before the final one, write nothing.
 pub async fn save_record(ctx: &ActorContext) -> anyhow::Result<()> {
     // Never between a workflow flush's SQLite commit and its KV put, whose
     // state copy would otherwise win over this save after a crash
@@ -213,11 +232,25 @@ pub async fn save_record(ctx: &ActorContext) -> anyhow::Result<()> {
 }
 
 /// [`save_record`], with `extra` entries written in the same put as the
-/// record (its header for a chunked state), so they land together.
+/// record (its header for a chunked state), so they land together. With
+/// `extra`, the record is written even when the engine already holds it.
 pub async fn save_record_with(ctx: &ActorContext, extra: Vec<(Vec<u8>, Vec<u8>)>) -> anyhow::Result<()> {
-    let _writing = ctx.lock_writes().await;
+    let mut persisted = ctx.lock_writes().await;
     ctx.check_writable()?;
     let record = ActorRecord { initialized: true, alarm: ctx.alarm(), state: ctx.state() };
+    let fingerprint = Fingerprint::of(&record);
+    if extra.is_empty() && *persisted == Some(fingerprint) {
+        return Ok(());
+    }
+    // Unknown until this write is acknowledged (a failed put may or may not
+    // have landed).
+    *persisted = None;
+    write_record(ctx, record, extra).await?;
+    *persisted = Some(fingerprint);
+    Ok(())
+}
+
+async fn write_record(ctx: &ActorContext, record: ActorRecord, extra: Vec<(Vec<u8>, Vec<u8>)>) -> anyhow::Result<()> {
     let lost = ctx.write_fence().clone();
     if record.state.len() <= INLINE_STATE_MAX {
         let mut entries = vec![(ACTOR_RECORD_KEY.to_vec(), record.encode())];
@@ -263,6 +296,7 @@ pub fn user_key(key: &[u8]) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
 
     #[test]
     fn record_round_trips() {
@@ -292,6 +326,38 @@ mod tests {
         ctx.set_state(b"small again".to_vec());
         save_record(&ctx).await.unwrap();
         assert_eq!(load_record(&ctx).await.unwrap().unwrap().state, b"small again");
+    }
+
+    #[tokio::test]
+    async fn an_unchanged_record_is_not_written_again() {
+        use crate::actor::link::MemoryLink;
+        use std::sync::atomic::Ordering;
+        let link = Arc::new(MemoryLink::default());
+        let ctx = ActorContext::for_test_with("a", 1, link.clone());
+        ctx.set_state(b"one".to_vec());
+        save_record(&ctx).await.unwrap();
+        save_record(&ctx).await.unwrap();
+        assert_eq!(link.puts.load(Ordering::SeqCst), 1);
+        ctx.set_state(b"two".to_vec());
+        save_record(&ctx).await.unwrap();
+        assert_eq!(link.puts.load(Ordering::SeqCst), 2);
+        ctx.restore_alarm(Some(1_796_000_000_000));
+        save_record(&ctx).await.unwrap();
+        assert_eq!(link.puts.load(Ordering::SeqCst), 3, "the alarm is part of the record");
+
+        // The next generation knows what the engine holds from its start.
+        let next = ActorContext::for_test_with("a", 2, link.clone());
+        let loaded = load_record(&next).await.unwrap().unwrap();
+        next.set_state(loaded.state);
+        next.restore_alarm(loaded.alarm);
+        save_record(&next).await.unwrap();
+        assert_eq!(link.puts.load(Ordering::SeqCst), 3);
+        next.set_state(b"three".to_vec());
+        save_record(&next).await.unwrap();
+        assert_eq!(
+            load_record(&ActorContext::for_test_with("a", 3, link.clone())).await.unwrap().unwrap().state,
+            b"three"
+        );
     }
 
     #[tokio::test]

@@ -16,6 +16,7 @@
 //! can wait for it.
 
 mod admission;
+mod here;
 mod records;
 mod start;
 mod state;
@@ -50,16 +51,28 @@ pub struct Dispatcher {
     state: Mutex<State>,
     tracker: TaskTracker,
     start_gate: Option<StartGate>,
+    /// Counts the stops answered, for the drain to wait on.
+    stops_answered: tokio::sync::watch::Sender<u64>,
 }
 
 impl Dispatcher {
     pub fn new(factories: HashMap<String, ActorFactory>) -> Arc<Self> {
-        Arc::new(Self { factories, state: Mutex::default(), tracker: TaskTracker::new(), start_gate: None })
+        Self::build(factories, None)
     }
 
     /// Like [`Dispatcher::new`] with a start gate, for deterministic race tests.
     pub fn with_start_gate(factories: HashMap<String, ActorFactory>, gate: StartGate) -> Arc<Self> {
-        Arc::new(Self { factories, state: Mutex::default(), tracker: TaskTracker::new(), start_gate: Some(gate) })
+        Self::build(factories, Some(gate))
+    }
+
+    fn build(factories: HashMap<String, ActorFactory>, start_gate: Option<StartGate>) -> Arc<Self> {
+        Arc::new(Self {
+            factories,
+            state: Mutex::default(),
+            tracker: TaskTracker::new(),
+            start_gate,
+            stops_answered: tokio::sync::watch::Sender::new(0),
+        })
     }
 
     pub fn factory(&self, name: &str) -> Option<&ActorFactory> {
@@ -126,12 +139,16 @@ impl Dispatcher {
         self.lock().started_record(key).cloned()
     }
 
+    pub fn is_active(&self, key: &InstanceKey) -> bool {
+        matches!(self.lock().started_record(key), Some(InstanceRecord::Active(_)))
+    }
+
     pub fn is_starting(&self, key: &InstanceKey) -> bool {
         matches!(self.lock().get(key), Some(state::Generation::Starting { .. }))
     }
 
-    /// Holds no generation at all: none starting, started, failed or with
-    /// a parked stop.
+    /// Holds no generation at all: none starting, started, failed, with a
+    /// parked stop, or stopped here and waiting for the engine's stop.
     pub fn is_empty(&self) -> bool {
         self.lock().is_empty()
     }

@@ -26,9 +26,12 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use tokio::sync::watch;
+
 use super::records::{InstanceKey, InstanceRecord, PendingStop};
 use super::start::FailedStart;
 use crate::actor::ActorContext;
+use crate::RivetError;
 
 /// One generation, as the dispatcher knows it.
 pub(super) enum Generation {
@@ -52,12 +55,21 @@ pub struct Census {
     pub active: usize,
     pub stopping: usize,
     pub failed: usize,
+    /// Stopped here, the engine's stop not come yet.
+    pub awaiting_engine: usize,
 }
+
+/// The outcome of a stop made here ([`super::Dispatcher::stop_here`]),
+/// once known: what the engine's own stop for it is answered with.
+pub(super) type HereOutcome = watch::Sender<Option<Result<(), RivetError>>>;
 
 #[derive(Default)]
 pub(super) struct State {
     generations: BTreeMap<InstanceKey, Generation>,
     current: HashMap<String, u32>,
+    /// Generations stopped here whose stop from the engine has not come
+    /// yet, with their context (to ask the engine again).
+    here: HashMap<InstanceKey, (HereOutcome, ActorContext)>,
 }
 
 impl State {
@@ -79,12 +91,28 @@ impl State {
 
     /// No generation in any state.
     pub fn is_empty(&self) -> bool {
-        self.generations.is_empty()
+        self.generations.is_empty() && self.here.is_empty()
+    }
+
+    pub fn here(&self, key: &InstanceKey) -> Option<&HereOutcome> {
+        self.here.get(key).map(|(outcome, _)| outcome)
+    }
+
+    pub fn here_contexts(&self) -> Vec<ActorContext> {
+        self.here.values().map(|(_, ctx)| ctx.clone()).collect()
+    }
+
+    pub fn insert_here(&mut self, key: InstanceKey, outcome: HereOutcome, ctx: ActorContext) {
+        self.here.insert(key, (outcome, ctx));
+    }
+
+    pub fn remove_here(&mut self, key: &InstanceKey) {
+        self.here.remove(key);
     }
 
     /// How many generations are in each state, for the logs.
     pub fn census(&self) -> Census {
-        let mut census = Census::default();
+        let mut census = Census { awaiting_engine: self.here.len(), ..Census::default() };
         for generation in self.generations.values() {
             match generation {
                 Generation::Starting { .. } => census.starting += 1,

@@ -2,6 +2,8 @@
 
 use std::sync::Arc;
 
+use tokio::sync::watch;
+
 use super::state::Generation;
 use super::{Dispatcher, InstanceKey, InstanceRecord, PendingStop, StopHandle, StopReason};
 use crate::actor::{ActorTaskHandle, ShutdownKind};
@@ -10,6 +12,8 @@ enum StopAction {
     Parked,
     Completed,
     Shutdown(ActorTaskHandle),
+    /// Stopped here already (the drain): answered with that outcome.
+    StoppedHere(watch::Receiver<Option<Result<(), crate::RivetError>>>),
 }
 
 impl Dispatcher {
@@ -28,44 +32,52 @@ impl Dispatcher {
         let (action, stop) = {
             let mut state = self.lock();
             let superseded = state.current(actor_id).is_some_and(|g| g > generation);
-            match state.get_mut(&key) {
-                Some(Generation::Failed(_)) => {
-                    super::start::take_failed_start(&mut state, &key);
-                    (StopAction::Completed, Some(stop))
+            if let Some(outcome) = state.here(&key) {
+                let outcome = outcome.subscribe();
+                if let (StopReason::Lost, Some(record)) = (reason, state.started_record(&key)) {
+                    record.context().mark_lost();
                 }
-                Some(Generation::Starting { parked, .. }) => {
-                    if parked.is_some() {
+                (StopAction::StoppedHere(outcome), Some(stop))
+            } else {
+                match state.get_mut(&key) {
+                    Some(Generation::Failed(_)) => {
+                        super::start::take_failed_start(&mut state, &key);
+                        (StopAction::Completed, Some(stop))
+                    }
+                    Some(Generation::Starting { parked, .. }) => {
+                        if parked.is_some() {
+                            tracing::debug!(%key, "duplicate stop for a parked generation");
+                            (StopAction::Completed, Some(stop))
+                        } else {
+                            *parked = Some(PendingStop { reason, stop });
+                            (StopAction::Parked, None)
+                        }
+                    }
+                    Some(Generation::StopBeforeStart(_)) => {
                         tracing::debug!(%key, "duplicate stop for a parked generation");
                         (StopAction::Completed, Some(stop))
-                    } else {
-                        *parked = Some(PendingStop { reason, stop });
+                    }
+                    Some(Generation::Started(record)) => {
+                        let handle = record.handle().clone();
+                        if kind == ShutdownKind::Destroy {
+                            // Refused from now on, before the task hears of it.
+                            handle.context().mark_destroy_requested();
+                        }
+                        match record {
+                            InstanceRecord::Active(_) => {
+                                *record = InstanceRecord::Stopping { handle: handle.clone(), kind }
+                            }
+                            InstanceRecord::Stopping { kind: current, .. } => {
+                                tracing::warn!(%key, ?current, requested = ?kind, "stop for a generation that is already stopping");
+                            }
+                        }
+                        (StopAction::Shutdown(handle), Some(stop))
+                    }
+                    None if superseded => (StopAction::Completed, Some(stop)),
+                    None => {
+                        state.insert(key.clone(), Generation::StopBeforeStart(PendingStop { reason, stop }));
                         (StopAction::Parked, None)
                     }
-                }
-                Some(Generation::StopBeforeStart(_)) => {
-                    tracing::debug!(%key, "duplicate stop for a parked generation");
-                    (StopAction::Completed, Some(stop))
-                }
-                Some(Generation::Started(record)) => {
-                    let handle = record.handle().clone();
-                    if kind == ShutdownKind::Destroy {
-                        // Refused from now on, before the task hears of it.
-                        handle.context().mark_destroy_requested();
-                    }
-                    match record {
-                        InstanceRecord::Active(_) => {
-                            *record = InstanceRecord::Stopping { handle: handle.clone(), kind }
-                        }
-                        InstanceRecord::Stopping { kind: current, .. } => {
-                            tracing::warn!(%key, ?current, requested = ?kind, "stop for a generation that is already stopping");
-                        }
-                    }
-                    (StopAction::Shutdown(handle), Some(stop))
-                }
-                None if superseded => (StopAction::Completed, Some(stop)),
-                None => {
-                    state.insert(key.clone(), Generation::StopBeforeStart(PendingStop { reason, stop }));
-                    (StopAction::Parked, None)
                 }
             }
         };
@@ -78,6 +90,10 @@ impl Dispatcher {
             (StopAction::Completed, Some(stop)) => {
                 tracing::debug!(%key, "stop for a generation that already finished");
                 stop.complete();
+                Ok(())
+            }
+            (StopAction::StoppedHere(outcome), Some(stop)) => {
+                self.answer_stopped_here(&key, reason, outcome, stop).await;
                 Ok(())
             }
             _ => Ok(()),
@@ -110,6 +126,7 @@ impl Dispatcher {
             Ok(()) => stop.complete(),
             Err(err) => stop.fail(anyhow::Error::new(crate::RivetError::extract(err))),
         }
+        self.count_stop_answered();
         tracing::debug!(target: crate::DRAIN_TRACE, actor_id = %ctx.actor_id(), generation = ctx.generation(), ok = result.is_ok(), "stop reported");
         result
     }
