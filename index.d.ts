@@ -601,6 +601,16 @@ export interface ActorCallbacks {
    * with 1011 `<group>.<code>`.
    */
   onWebSocket?: (error: null, payload: WebSocketPayload) => void | Promise<void>
+  /**
+   * The workflow's history for the inspector (RivetKit sets it when
+   * `run` is a workflow); `undefined` when there is none yet.
+   */
+  getWorkflowHistory?: (error: null, payload: CtxPayload) => Buffer | undefined | Promise<Buffer | undefined>
+  /**
+   * Replays the workflow from `entryId` (the start when absent) and
+   * returns its history, as `getWorkflowHistory`.
+   */
+  replayWorkflow?: (error: null, payload: WorkflowReplayPayload) => Buffer | undefined | Promise<Buffer | undefined>
   /** Actions by name; each resolves to its CBOR-encoded output. */
   actions?: Record<string, (error: null, payload: ActionPayload) => Buffer | Promise<Buffer>>
 }
@@ -634,13 +644,13 @@ export interface CtxPayload {
 }
 
 /**
- * A request of `advertisedVersion` as a current (version 6) request.
+ * A request of `advertisedVersion` (1-6) as a current (version 6) request.
  * Throws `inspector.unsupported_version` or `inspector.invalid_message`.
  */
 export declare function decodeInspectorRequest(bytes: Buffer, advertisedVersion: number): Buffer
 
 /**
- * A current (version 6) message as a message of `targetVersion`.
+ * A current (version 6) message as a message of `targetVersion` (1-6).
  * Throws `inspector.unsupported_version` or `inspector.invalid_message`.
  */
 export declare function encodeInspectorResponse(bytes: Buffer, targetVersion: number): Buffer
@@ -695,7 +705,10 @@ export interface JsActorConfig {
   actions?: Array<JsActionDefinition>
   /** Accepted for compatibility; there is no SQLite (see the README). */
   sqliteProfiling?: JsSqliteProfilingConfig
-  /** Accepted for compatibility; custom inspector tabs are not served. */
+  /**
+   * Listed in the inspector's `Init` (the tabs' assets are served by
+   * RivetKit's runtime, not here).
+   */
   inspectorTabs?: Array<JsInspectorTabEntry>
 }
 
@@ -818,7 +831,7 @@ export interface JsInspectorSnapshot {
   connectedClients: number
 }
 
-/** A custom inspector tab (accepted, unused: custom tabs are not served). */
+/** An inspector tab: a custom one, or a built-in one hidden. */
 export interface JsInspectorTabEntry {
   id: string
   label?: string
@@ -1158,4 +1171,11 @@ export interface WebSocketPayload {
 export interface WorkflowKvWritePayload {
   key: Buffer
   value: Buffer
+}
+
+/** Payload of `replayWorkflow`. */
+export interface WorkflowReplayPayload {
+  ctx: ActorContext
+  /** The entry to replay from; the start when absent. */
+  entryId?: string
 }

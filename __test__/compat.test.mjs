@@ -98,10 +98,16 @@ describe("surface of @rivetkit/rivetkit-napi@2.3.19", () => {
 		assert.deepEqual([...native.decodeInspectorRequest(Buffer.from([1, 5]), 5)], [1, 5]);
 		// Error {message: "x"}: union tag 16 in version 6, 12 in version 5.
 		assert.deepEqual([...native.encodeInspectorResponse(Buffer.from([16, 1, 0x78]), 5)], [12, 1, 0x78]);
-		assert.throws(
-			() => native.decodeInspectorRequest(Buffer.from([1, 5]), 1),
-			(err) => err.code === "inspector.unsupported_version",
-		);
+		// RpcsListRequest {id: 5}: union tag 6 in version 1, 4 in version 6.
+		assert.deepEqual([...native.decodeInspectorRequest(Buffer.from([6, 5]), 1)], [4, 5]);
+		// Error {message: "x"} in version 1: union tag 8.
+		assert.deepEqual([...native.encodeInspectorResponse(Buffer.from([16, 1, 0x78]), 1)], [8, 1, 0x78]);
+		for (const version of [0, 7]) {
+			assert.throws(
+				() => native.decodeInspectorRequest(Buffer.from([1, 5]), version),
+				(err) => err.code === "inspector.unsupported_version",
+			);
+		}
 		assert.throws(
 			() => native.encodeInspectorResponse(Buffer.alloc(0), 6),
 			(err) => err.code === "inspector.invalid_message",

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use napi::bindgen_prelude::{Object, Unknown};
 use napi_derive::napi;
-use rivetkit_native_core::actor::{ActorConfig, ActorFactory};
+use rivetkit_native_core::actor::{ActorConfig, ActorFactory, InspectorTab};
 
 use crate::error::{throw, to_js_error};
 use crate::hooks::JsHooks;
@@ -57,11 +57,12 @@ pub struct JsActorConfig {
     pub actions: Option<Vec<JsActionDefinition>>,
     /// Accepted for compatibility; there is no SQLite (see the README).
     pub sqlite_profiling: Option<JsSqliteProfilingConfig>,
-    /// Accepted for compatibility; custom inspector tabs are not served.
+    /// Listed in the inspector's `Init` (the tabs' assets are served by
+    /// RivetKit's runtime, not here).
     pub inspector_tabs: Option<Vec<JsInspectorTabEntry>>,
 }
 
-/// A custom inspector tab (accepted, unused: custom tabs are not served).
+/// An inspector tab: a custom one, or a built-in one hidden.
 #[napi(object)]
 #[derive(Default)]
 pub struct JsInspectorTabEntry {
@@ -164,6 +165,20 @@ impl JsActorConfig {
             max_schedules: size("maxSchedules", self.max_schedules, d.max_schedules)?,
             max_queue_size: size("maxQueueSize", self.max_queue_size, d.max_queue_size)?,
             max_queue_message_size: size("maxQueueMessageSize", self.max_queue_message_size, d.max_queue_message_size)?,
+            has_state: self.has_state.unwrap_or(d.has_state),
+            has_database: self.has_database.unwrap_or(d.has_database),
+            actions: self.actions.unwrap_or_default().into_iter().map(|a| a.name).collect(),
+            inspector_tabs: self
+                .inspector_tabs
+                .unwrap_or_default()
+                .into_iter()
+                .map(|tab| InspectorTab {
+                    id: tab.id,
+                    label: tab.label,
+                    icon: tab.icon,
+                    hidden: tab.hidden.unwrap_or(false),
+                })
+                .collect(),
         })
     }
 }

@@ -97,6 +97,14 @@ pub struct ActionPayload {
     pub cancel_token: CancellationToken,
 }
 
+/// Payload of `replayWorkflow`.
+#[napi(object, object_from_js = false)]
+pub struct WorkflowReplayPayload {
+    pub ctx: ActorContext,
+    /// The entry to replay from; the start when absent.
+    pub entry_id: Option<String>,
+}
+
 /// Payload of `onQueueSend`: a client's `POST /queue/{name}`.
 #[napi(object, object_from_js = false)]
 pub struct QueueSendPayload {
@@ -160,6 +168,8 @@ pub struct JsHooks {
     on_disconnect: VoidHook<ConnPayload>,
     on_before_subscribe: VoidHook<SubscribePayload>,
     on_websocket: VoidHook<WebSocketPayload>,
+    get_workflow_history: Option<JsCallback<CtxPayload, Option<JsBytes>>>,
+    replay_workflow: Option<JsCallback<WorkflowReplayPayload, Option<JsBytes>>>,
 }
 
 impl JsHooks {
@@ -191,6 +201,8 @@ impl JsHooks {
             },
             on_before_subscribe: hook(callbacks, "onBeforeSubscribe")?,
             on_websocket: hook(callbacks, "onWebSocket")?,
+            get_workflow_history: hook(callbacks, "getWorkflowHistory")?,
+            replay_workflow: hook(callbacks, "replayWorkflow")?,
         })
     }
 }
@@ -418,6 +430,22 @@ impl ActorHooks for JsHooks {
         self.call_action(ctx, conn, name, args, None, cancel)
     }
 
+    fn workflow_history(&self, ctx: &CoreContext) -> Option<BoxFuture<'static, anyhow::Result<Option<Vec<u8>>>>> {
+        let hook = self.get_workflow_history.clone()?;
+        let payload = CtxPayload { ctx: js_ctx(ctx) };
+        Some(async move { Ok(hook.call(payload).await?.map(|b| b.0)) }.boxed())
+    }
+
+    fn replay_workflow(
+        &self,
+        ctx: &CoreContext,
+        entry_id: Option<String>,
+    ) -> Option<BoxFuture<'static, anyhow::Result<Option<Vec<u8>>>>> {
+        let hook = self.replay_workflow.clone()?;
+        let payload = WorkflowReplayPayload { ctx: js_ctx(ctx), entry_id };
+        Some(async move { Ok(hook.call(payload).await?.map(|b| b.0)) }.boxed())
+    }
+
     fn scheduled_action(
         &self,
         ctx: &CoreContext,
@@ -573,6 +601,16 @@ pub struct ActorCallbacks {
     /// with 1011 `<group>.<code>`.
     #[napi(js_name = "onWebSocket", ts_type = "(error: null, payload: WebSocketPayload) => void | Promise<void>")]
     pub on_websocket: Option<()>,
+    /// The workflow's history for the inspector (RivetKit sets it when
+    /// `run` is a workflow); `undefined` when there is none yet.
+    #[napi(ts_type = "(error: null, payload: CtxPayload) => Buffer | undefined | Promise<Buffer | undefined>")]
+    pub get_workflow_history: Option<()>,
+    /// Replays the workflow from `entryId` (the start when absent) and
+    /// returns its history, as `getWorkflowHistory`.
+    #[napi(
+        ts_type = "(error: null, payload: WorkflowReplayPayload) => Buffer | undefined | Promise<Buffer | undefined>"
+    )]
+    pub replay_workflow: Option<()>,
     /// Actions by name; each resolves to its CBOR-encoded output.
     #[napi(ts_type = "Record<string, (error: null, payload: ActionPayload) => Buffer | Promise<Buffer>>")]
     pub actions: Option<()>,

@@ -1,7 +1,7 @@
 //! The inspector's native entry points (docs/inspector.md): the bearer-token
 //! check and the summary counters on `ActorContext` (RivetKit's runtime
 //! serves the inspector's HTTP routes itself and calls these), and the
-//! conversions of inspector frames between protocol versions 5 and 6.
+//! conversions of inspector frames between protocol versions 1 to 6.
 
 use napi::bindgen_prelude::{Buffer, PromiseRaw};
 use napi::Env;
@@ -11,20 +11,22 @@ use rivetkit_native_core::inspector;
 use crate::actor_context::ActorContext;
 use crate::error;
 
-/// A request of `advertisedVersion` as a current (version 6) request.
+/// A request of `advertisedVersion` (1-6) as a current (version 6) request.
 /// Throws `inspector.unsupported_version` or `inspector.invalid_message`.
 #[napi]
 pub fn decode_inspector_request(env: &Env, bytes: Buffer, advertised_version: u32) -> napi::Result<Buffer> {
     let version = u16::try_from(advertised_version).unwrap_or(u16::MAX);
-    inspector::wire::upgrade_request(&bytes, version).map(Buffer::from).map_err(|err| error::to_js_error(env, err))
+    inspector::versions::upgrade_request(&bytes, version).map(Buffer::from).map_err(|err| error::to_js_error(env, err))
 }
 
-/// A current (version 6) message as a message of `targetVersion`.
+/// A current (version 6) message as a message of `targetVersion` (1-6).
 /// Throws `inspector.unsupported_version` or `inspector.invalid_message`.
 #[napi]
 pub fn encode_inspector_response(env: &Env, bytes: Buffer, target_version: u32) -> napi::Result<Buffer> {
     let version = u16::try_from(target_version).unwrap_or(u16::MAX);
-    inspector::wire::downgrade_message(&bytes, version).map(Buffer::from).map_err(|err| error::to_js_error(env, err))
+    inspector::versions::downgrade_message(&bytes, version)
+        .map(Buffer::from)
+        .map_err(|err| error::to_js_error(env, err))
 }
 
 #[napi(object)]

@@ -36,6 +36,26 @@ pub struct ActorConfig {
     pub max_queue_size: usize,
     /// Bytes of one queue message at most (`maxQueueMessageSize`).
     pub max_queue_message_size: usize,
+    /// The actor keeps a state (the inspector's `isStateEnabled`).
+    pub has_state: bool,
+    /// The actor may use its SQLite database (the inspector's
+    /// `isDatabaseEnabled`; RivetKit always sets it).
+    pub has_database: bool,
+    /// The action names, in the order the host gave them (the inspector's
+    /// RPC list).
+    pub actions: Vec<String>,
+    /// The inspector's tab descriptors (`inspectorTabs`).
+    pub inspector_tabs: Vec<InspectorTab>,
+}
+
+/// One entry of the inspector's tab list: a custom tab (`label` set), or a
+/// built-in tab hidden (`hidden`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InspectorTab {
+    pub id: String,
+    pub label: Option<String>,
+    pub icon: Option<String>,
+    pub hidden: bool,
 }
 
 impl Default for ActorConfig {
@@ -65,6 +85,10 @@ impl Default for ActorConfig {
             max_schedules: super::schedule::DEFAULT_MAX_SCHEDULES,
             max_queue_size: super::queue::limits::DEFAULT_MAX_QUEUE_SIZE,
             max_queue_message_size: super::queue::limits::DEFAULT_MAX_MESSAGE_SIZE,
+            has_state: false,
+            has_database: false,
+            actions: Vec::new(),
+            inspector_tabs: Vec::new(),
         }
     }
 }

@@ -156,6 +156,10 @@ impl Conn {
     pub fn is_subscribed(&self, event: &str) -> bool {
         self.0.subscriptions.lock().unwrap_or_else(|p| p.into_inner()).contains(event)
     }
+    /// How many event names it subscribed to.
+    pub fn subscription_count(&self) -> usize {
+        self.0.subscriptions.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
     pub fn subscribe(&self, event: &str) {
         self.0.subscriptions.lock().unwrap_or_else(|p| p.into_inner()).insert(event.to_string());
         self.mark_dirty();

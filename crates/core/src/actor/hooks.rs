@@ -250,6 +250,24 @@ pub trait ActorHooks: Send + Sync + 'static {
         None
     }
 
+    /// `getWorkflowHistory({ctx})`: the workflow's history, encoded by the
+    /// host for the inspector (`Ok(None)`: no history yet). `None` when the
+    /// actor's `run` is not a workflow (docs/inspector.md).
+    fn workflow_history(&self, _ctx: &ActorContext) -> Option<BoxFuture<'static, anyhow::Result<Option<Vec<u8>>>>> {
+        None
+    }
+
+    /// `replayWorkflow({ctx, entryId})`: replays the workflow from an entry
+    /// (from the start when `None`) and returns its history, as
+    /// [`ActorHooks::workflow_history`]. `None` when not defined.
+    fn replay_workflow(
+        &self,
+        _ctx: &ActorContext,
+        _entry_id: Option<String>,
+    ) -> Option<BoxFuture<'static, anyhow::Result<Option<Vec<u8>>>>> {
+        None
+    }
+
     /// `onWebSocket({ctx, conn, ws, request})`: a raw WebSocket opened on
     /// `conn` (already connected). Its frames reach the event sink the host
     /// sets on `ws`; a failure closes the socket with 1011 `<group>.<code>`.

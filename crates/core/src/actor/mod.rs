@@ -26,7 +26,7 @@ pub mod task;
 pub mod websocket;
 pub mod workflow;
 
-pub use config::ActorConfig;
+pub use config::{ActorConfig, InspectorTab};
 pub use conn::{Conn, ConnRecord, ConnTransport, Connections, Hibernation};
 pub use context::{ActorContext, GenerationHold};
 pub use factory::ActorFactory;

@@ -59,6 +59,9 @@ pub struct Schedule {
     next: watch::Sender<Option<i64>>,
     limit: std::sync::atomic::AtomicUsize,
     cron: super::cron::CronJobs,
+    /// Moves on every change of the events or the jobs (the inspector
+    /// watches it).
+    changes: watch::Sender<u64>,
 }
 
 impl Default for Schedule {
@@ -68,6 +71,7 @@ impl Default for Schedule {
             next: watch::channel(None).0,
             limit: std::sync::atomic::AtomicUsize::new(DEFAULT_MAX_SCHEDULES),
             cron: super::cron::CronJobs::default(),
+            changes: watch::channel(0).0,
         }
     }
 }
@@ -95,8 +99,15 @@ impl Schedule {
         out
     }
 
-    /// Publishes the earliest time of the events and the cron jobs.
+    /// Watches changes of the events and the jobs.
+    pub fn subscribe_changes(&self) -> watch::Receiver<u64> {
+        self.changes.subscribe()
+    }
+
+    /// Publishes the earliest time of the events and the cron jobs (after
+    /// any change of either).
     pub(crate) fn publish_next(&self) {
+        self.changes.send_modify(|n| *n += 1);
         let events = self.read(|events| events.values().map(|e| e.run_at).min());
         let next = match (events, self.cron.earliest()) {
             (Some(a), Some(b)) => Some(a.min(b)),

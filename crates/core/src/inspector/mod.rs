@@ -187,7 +187,9 @@ pub fn snapshot(ctx: &ActorContext) -> InspectorSnapshot {
     }
 }
 
+pub mod answers;
 #[cfg(test)]
 mod tests;
+pub mod versions;
 pub mod wire;
 pub mod ws;

@@ -1,65 +1,177 @@
-//! The inspector protocol's frames (docs/inspector.md): the requests we
-//! read and the messages we send, in BARE of version 6, written by hand for
-//! the few types we use; and the conversions between version 6 and
-//! version 5 (`decodeInspectorRequest`, `encodeInspectorResponse`).
-
-use crate::error::RivetError;
+//! The inspector protocol's frames in their current version (6): BARE,
+//! read and written by hand (docs/inspector.md). Older versions are
+//! converted in [`super::versions`].
 
 /// The current version.
 pub const VERSION: u16 = 6;
-/// The oldest version we convert to and from.
-pub const OLDEST: u16 = 5;
-/// Request kinds of version 5 (version 6 appends three).
-const V5_REQUESTS: u64 = 11;
-const V6_REQUESTS: u64 = 14;
-const V6_MESSAGES: u64 = 20;
 
-/// A request from the inspector (`ToServerBody`); the ones we do not
-/// answer keep their id so that the error can name them.
-#[derive(Debug, PartialEq, Eq)]
+/// A request from the inspector (`ToServerBody`), by union tag.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Request {
-    State {
-        id: u64,
-    },
-    Connections {
-        id: u64,
-    },
-    Action {
-        id: u64,
-        name: String,
-        args: Vec<u8>,
-    },
-    Rpcs {
-        id: u64,
-    },
-    Queue {
-        id: u64,
-        limit: u64,
-    },
-    /// Any other request (its union tag).
-    Other {
-        tag: u64,
-    },
+    /// 0
+    PatchState { state: Vec<u8> },
+    /// 1
+    State { id: u64 },
+    /// 2
+    Connections { id: u64 },
+    /// 3
+    Action { id: u64, name: String, args: Vec<u8> },
+    /// 4
+    Rpcs { id: u64 },
+    /// 5
+    TraceQuery { id: u64, start_ms: u64, end_ms: u64, limit: u64 },
+    /// 6
+    Queue { id: u64, limit: u64 },
+    /// 7
+    WorkflowHistory { id: u64 },
+    /// 8
+    WorkflowReplay { id: u64, entry_id: Option<String> },
+    /// 9
+    DatabaseSchema { id: u64 },
+    /// 10
+    DatabaseTableRows { id: u64, table: String, limit: u64, offset: u64 },
+    /// 11
+    Schedules { id: u64 },
+    /// 12
+    ScheduleHistory { id: u64, schedule_id: String, limit: u64 },
+    /// 13
+    ScheduleDelete { id: u64, schedule_id: String, kind: String },
 }
 
-/// A message to the inspector (`ToClientBody`).
-#[derive(Debug, PartialEq, Eq)]
+/// Request kinds of version 6.
+pub const REQUEST_KINDS: u64 = 14;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Connection {
+    pub id: String,
+    /// CBOR.
+    pub details: Vec<u8>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueMessageSummary {
+    pub id: u64,
+    pub name: String,
+    pub created_at_ms: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueStatus {
+    pub size: u64,
+    pub max_size: u64,
+    pub messages: Vec<QueueMessageSummary>,
+    pub truncated: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TabConfigEntry {
+    pub id: String,
+    pub label: Option<String>,
+    pub icon: Option<String>,
+    pub hidden: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Schedule {
+    pub id: String,
+    pub name: Option<String>,
+    /// `at`, `cron` or `every`.
+    pub kind: String,
+    pub action: String,
+    /// CBOR.
+    pub args: Vec<u8>,
+    pub next_run_at: u64,
+    pub last_run_at: Option<u64>,
+    pub expression: Option<String>,
+    pub timezone: Option<String>,
+    pub interval_ms: Option<u64>,
+    pub max_history: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScheduleError {
+    pub group: String,
+    pub code: String,
+    pub message: String,
+    /// CBOR.
+    pub metadata: Option<Vec<u8>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScheduleFire {
+    pub action: String,
+    pub scheduled_at: u64,
+    pub fired_at: u64,
+    pub finished_at: Option<u64>,
+    pub result: String,
+    pub error: Option<ScheduleError>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Init {
+    pub connections: Vec<Connection>,
+    pub state: Option<Vec<u8>>,
+    pub is_state_enabled: bool,
+    pub rpcs: Vec<String>,
+    pub is_database_enabled: bool,
+    pub queue_size: u64,
+    pub workflow_history: Option<Vec<u8>>,
+    pub is_workflow_enabled: bool,
+    pub tab_config: Vec<TabConfigEntry>,
+    pub schedules: Vec<Schedule>,
+}
+
+/// A message to the inspector (`ToClientBody`), by union tag.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Message {
-    Init { state: Option<Vec<u8>>, queue_size: u64 },
-    State { rid: u64, state: Option<Vec<u8>> },
-    Connections { rid: u64, connections: Vec<(String, Vec<u8>)> },
+    /// 0
+    State { rid: u64, state: Option<Vec<u8>>, is_state_enabled: bool },
+    /// 1
+    Connections { rid: u64, connections: Vec<Connection> },
+    /// 2
     Action { rid: u64, output: Vec<u8> },
-    StateUpdated { state: Vec<u8> },
+    /// 3
+    ConnectionsUpdated { connections: Vec<Connection> },
+    /// 4
     QueueUpdated { queue_size: u64 },
+    /// 5
+    StateUpdated { state: Vec<u8> },
+    /// 6
+    WorkflowHistoryUpdated { history: Vec<u8> },
+    /// 7
+    SchedulesUpdated { schedules: Vec<Schedule> },
+    /// 8
     Rpcs { rid: u64, rpcs: Vec<String> },
-    Queue { rid: u64, size: u64, max_size: u64 },
+    /// 9
+    TraceQuery { rid: u64, payload: Vec<u8> },
+    /// 10
+    Queue { rid: u64, status: QueueStatus },
+    /// 11
+    WorkflowHistory { rid: u64, history: Option<Vec<u8>>, is_workflow_enabled: bool },
+    /// 12
+    WorkflowReplay { rid: u64, history: Option<Vec<u8>>, is_workflow_enabled: bool },
+    /// 13
+    Schedules { rid: u64, schedules: Vec<Schedule> },
+    /// 14
+    ScheduleHistory { rid: u64, schedule_id: String, history: Vec<ScheduleFire> },
+    /// 15
+    ScheduleDelete { rid: u64, schedule_id: String, deleted: bool },
+    /// 16
     Error { message: String },
+    /// 17
+    Init(Box<Init>),
+    /// 18
+    DatabaseSchema { rid: u64, schema: Vec<u8> },
+    /// 19
+    DatabaseTableRows { rid: u64, result: Vec<u8> },
 }
 
-struct Reader<'a>(&'a [u8]);
+// --- reading ---------------------------------------------------------------
+
+pub(super) struct Reader<'a>(pub(super) &'a [u8]);
 
 impl Reader<'_> {
-    fn uint(&mut self) -> anyhow::Result<u64> {
+    pub(super) fn uint(&mut self) -> anyhow::Result<u64> {
         let mut value = 0u64;
         for shift in (0..64).step_by(7) {
             let (&byte, rest) = self.0.split_first().ok_or_else(|| anyhow::anyhow!("truncated uint"))?;
@@ -93,34 +205,156 @@ impl Reader<'_> {
         }
     }
 
-    fn opt_data(&mut self) -> anyhow::Result<Option<Vec<u8>>> {
+    fn opt<T>(&mut self, read: impl FnOnce(&mut Self) -> anyhow::Result<T>) -> anyhow::Result<Option<T>> {
         if self.bool()? {
-            self.data().map(Some)
+            read(self).map(Some)
         } else {
             Ok(None)
         }
     }
+
+    fn list<T>(&mut self, mut read: impl FnMut(&mut Self) -> anyhow::Result<T>) -> anyhow::Result<Vec<T>> {
+        let len = self.uint()?;
+        // Every element takes at least one byte: a length past the frame is a lie.
+        anyhow::ensure!(len <= self.0.len() as u64, "list longer than the frame");
+        (0..len).map(|_| read(self)).collect()
+    }
+
+    fn end(&self) -> anyhow::Result<()> {
+        anyhow::ensure!(self.0.is_empty(), "{} trailing bytes", self.0.len());
+        Ok(())
+    }
 }
 
-/// Reads one request frame.
+/// Reads one version 6 request frame.
 pub fn decode_request(bytes: &[u8]) -> anyhow::Result<Request> {
     let mut r = Reader(bytes);
     let tag = r.uint()?;
-    Ok(match tag {
+    let request = match tag {
+        0 => Request::PatchState { state: r.data()? },
         1 => Request::State { id: r.uint()? },
         2 => Request::Connections { id: r.uint()? },
         3 => Request::Action { id: r.uint()?, name: r.str()?, args: r.data()? },
         4 => Request::Rpcs { id: r.uint()? },
+        5 => Request::TraceQuery { id: r.uint()?, start_ms: r.uint()?, end_ms: r.uint()?, limit: r.uint()? },
         6 => Request::Queue { id: r.uint()?, limit: r.uint()? },
-        tag => Request::Other { tag },
+        7 => Request::WorkflowHistory { id: r.uint()? },
+        8 => Request::WorkflowReplay { id: r.uint()?, entry_id: r.opt(Reader::str)? },
+        9 => Request::DatabaseSchema { id: r.uint()? },
+        10 => Request::DatabaseTableRows { id: r.uint()?, table: r.str()?, limit: r.uint()?, offset: r.uint()? },
+        11 => Request::Schedules { id: r.uint()? },
+        12 => Request::ScheduleHistory { id: r.uint()?, schedule_id: r.str()?, limit: r.uint()? },
+        13 => Request::ScheduleDelete { id: r.uint()?, schedule_id: r.str()?, kind: r.str()? },
+        tag => anyhow::bail!("unknown request kind {tag}"),
+    };
+    r.end()?;
+    Ok(request)
+}
+
+fn read_connection(r: &mut Reader<'_>) -> anyhow::Result<Connection> {
+    Ok(Connection { id: r.str()?, details: r.data()? })
+}
+
+fn read_schedule(r: &mut Reader<'_>) -> anyhow::Result<Schedule> {
+    Ok(Schedule {
+        id: r.str()?,
+        name: r.opt(Reader::str)?,
+        kind: r.str()?,
+        action: r.str()?,
+        args: r.data()?,
+        next_run_at: r.uint()?,
+        last_run_at: r.opt(Reader::uint)?,
+        expression: r.opt(Reader::str)?,
+        timezone: r.opt(Reader::str)?,
+        interval_ms: r.opt(Reader::uint)?,
+        max_history: r.opt(Reader::uint)?,
     })
 }
 
+fn read_fire(r: &mut Reader<'_>) -> anyhow::Result<ScheduleFire> {
+    Ok(ScheduleFire {
+        action: r.str()?,
+        scheduled_at: r.uint()?,
+        fired_at: r.uint()?,
+        finished_at: r.opt(Reader::uint)?,
+        result: r.str()?,
+        error: r.opt(|r| {
+            Ok(ScheduleError { group: r.str()?, code: r.str()?, message: r.str()?, metadata: r.opt(Reader::data)? })
+        })?,
+    })
+}
+
+fn read_init(r: &mut Reader<'_>) -> anyhow::Result<Init> {
+    Ok(Init {
+        connections: r.list(read_connection)?,
+        state: r.opt(Reader::data)?,
+        is_state_enabled: r.bool()?,
+        rpcs: r.list(Reader::str)?,
+        is_database_enabled: r.bool()?,
+        queue_size: r.uint()?,
+        workflow_history: r.opt(Reader::data)?,
+        is_workflow_enabled: r.bool()?,
+        tab_config: r.list(|r| {
+            Ok(TabConfigEntry {
+                id: r.str()?,
+                label: r.opt(Reader::str)?,
+                icon: r.opt(Reader::str)?,
+                hidden: r.bool()?,
+            })
+        })?,
+        schedules: r.list(read_schedule)?,
+    })
+}
+
+/// Reads one version 6 message frame (`encodeInspectorResponse`'s input).
+pub fn decode_message(bytes: &[u8]) -> anyhow::Result<Message> {
+    let mut r = Reader(bytes);
+    let tag = r.uint()?;
+    let message = match tag {
+        0 => Message::State { rid: r.uint()?, state: r.opt(Reader::data)?, is_state_enabled: r.bool()? },
+        1 => Message::Connections { rid: r.uint()?, connections: r.list(read_connection)? },
+        2 => Message::Action { rid: r.uint()?, output: r.data()? },
+        3 => Message::ConnectionsUpdated { connections: r.list(read_connection)? },
+        4 => Message::QueueUpdated { queue_size: r.uint()? },
+        5 => Message::StateUpdated { state: r.data()? },
+        6 => Message::WorkflowHistoryUpdated { history: r.data()? },
+        7 => Message::SchedulesUpdated { schedules: r.list(read_schedule)? },
+        8 => Message::Rpcs { rid: r.uint()?, rpcs: r.list(Reader::str)? },
+        9 => Message::TraceQuery { rid: r.uint()?, payload: r.data()? },
+        10 => Message::Queue {
+            rid: r.uint()?,
+            status: QueueStatus {
+                size: r.uint()?,
+                max_size: r.uint()?,
+                messages: r
+                    .list(|r| Ok(QueueMessageSummary { id: r.uint()?, name: r.str()?, created_at_ms: r.uint()? }))?,
+                truncated: r.bool()?,
+            },
+        },
+        11 => {
+            Message::WorkflowHistory { rid: r.uint()?, history: r.opt(Reader::data)?, is_workflow_enabled: r.bool()? }
+        }
+        12 => Message::WorkflowReplay { rid: r.uint()?, history: r.opt(Reader::data)?, is_workflow_enabled: r.bool()? },
+        13 => Message::Schedules { rid: r.uint()?, schedules: r.list(read_schedule)? },
+        14 => Message::ScheduleHistory { rid: r.uint()?, schedule_id: r.str()?, history: r.list(read_fire)? },
+        15 => Message::ScheduleDelete { rid: r.uint()?, schedule_id: r.str()?, deleted: r.bool()? },
+        16 => Message::Error { message: r.str()? },
+        17 => Message::Init(Box::new(read_init(&mut r)?)),
+        18 => Message::DatabaseSchema { rid: r.uint()?, schema: r.data()? },
+        19 => Message::DatabaseTableRows { rid: r.uint()?, result: r.data()? },
+        tag => anyhow::bail!("unknown message kind {tag}"),
+    };
+    r.end()?;
+    Ok(message)
+}
+
+// --- writing ---------------------------------------------------------------
+
 #[derive(Default)]
-struct Writer(Vec<u8>);
+pub(super) struct Writer(pub(super) Vec<u8>);
 
 impl Writer {
-    fn uint(&mut self, mut value: u64) -> &mut Self {
+    pub(super) fn uint(&mut self, mut value: u64) -> &mut Self {
         while value >= 0x80 {
             self.0.push((value as u8) | 0x80);
             value >>= 7;
@@ -128,216 +362,209 @@ impl Writer {
         self.0.push(value as u8);
         self
     }
-    fn data(&mut self, bytes: &[u8]) -> &mut Self {
+    pub(super) fn data(&mut self, bytes: &[u8]) -> &mut Self {
         self.uint(bytes.len() as u64);
         self.0.extend_from_slice(bytes);
         self
     }
-    fn bool(&mut self, value: bool) -> &mut Self {
+    pub(super) fn str(&mut self, value: &str) -> &mut Self {
+        self.data(value.as_bytes())
+    }
+    pub(super) fn bool(&mut self, value: bool) -> &mut Self {
         self.0.push(u8::from(value));
         self
     }
-    fn opt_data(&mut self, value: Option<&[u8]>) -> &mut Self {
+    fn opt<T: ?Sized>(&mut self, value: Option<&T>, write: impl FnOnce(&mut Self, &T)) -> &mut Self {
         match value {
-            Some(bytes) => self.bool(true).data(bytes),
-            None => self.bool(false),
+            Some(value) => {
+                self.bool(true);
+                write(self, value);
+            }
+            None => {
+                self.bool(false);
+            }
         }
+        self
+    }
+    pub(super) fn opt_data(&mut self, value: Option<&[u8]>) -> &mut Self {
+        self.opt(value, |w, v| {
+            w.data(v);
+        })
+    }
+    fn opt_str(&mut self, value: Option<&str>) -> &mut Self {
+        self.opt(value, |w, v| {
+            w.str(v);
+        })
+    }
+    fn opt_uint(&mut self, value: Option<u64>) -> &mut Self {
+        self.opt(value.as_ref(), |w, v| {
+            w.uint(*v);
+        })
+    }
+    fn list<T>(&mut self, items: &[T], mut write: impl FnMut(&mut Self, &T)) -> &mut Self {
+        self.uint(items.len() as u64);
+        for item in items {
+            write(self, item);
+        }
+        self
+    }
+    pub(super) fn connections(&mut self, connections: &[Connection]) -> &mut Self {
+        self.list(connections, |w, c| {
+            w.str(&c.id).data(&c.details);
+        })
+    }
+    pub(super) fn strs(&mut self, values: &[String]) -> &mut Self {
+        self.list(values, |w, s| {
+            w.str(s);
+        })
+    }
+    pub(super) fn tabs(&mut self, tabs: &[TabConfigEntry]) -> &mut Self {
+        self.list(tabs, |w, t| {
+            w.str(&t.id).opt_str(t.label.as_deref()).opt_str(t.icon.as_deref()).bool(t.hidden);
+        })
+    }
+    fn schedules(&mut self, schedules: &[Schedule]) -> &mut Self {
+        self.list(schedules, |w, s| {
+            w.str(&s.id).opt_str(s.name.as_deref()).str(&s.kind).str(&s.action).data(&s.args);
+            w.uint(s.next_run_at).opt_uint(s.last_run_at).opt_str(s.expression.as_deref());
+            w.opt_str(s.timezone.as_deref()).opt_uint(s.interval_ms).opt_uint(s.max_history);
+        })
+    }
+    fn fires(&mut self, fires: &[ScheduleFire]) -> &mut Self {
+        self.list(fires, |w, f| {
+            w.str(&f.action).uint(f.scheduled_at).uint(f.fired_at).opt_uint(f.finished_at).str(&f.result);
+            w.opt(f.error.as_ref(), |w, e| {
+                w.str(&e.group).str(&e.code).str(&e.message).opt_data(e.metadata.as_deref());
+            });
+        })
     }
 }
 
-/// Writes one message frame.
-pub fn encode_message(message: &Message) -> Vec<u8> {
-    let mut w = Writer::default();
+/// Writes the body of `message` (everything after the union tag) as version
+/// 6 has it; `Init`'s body depends on the version and is written by the
+/// caller ([`super::versions`]).
+pub(super) fn write_body(w: &mut Writer, message: &Message) {
     match message {
-        Message::State { rid, state } => {
-            w.uint(0).uint(*rid).opt_data(state.as_deref()).bool(true);
+        Message::State { rid, state, is_state_enabled } => {
+            w.uint(*rid).opt_data(state.as_deref()).bool(*is_state_enabled);
         }
         Message::Connections { rid, connections } => {
-            w.uint(1).uint(*rid).uint(connections.len() as u64);
-            for (id, details) in connections {
-                w.data(id.as_bytes()).data(details);
-            }
+            w.uint(*rid).connections(connections);
         }
         Message::Action { rid, output } => {
-            w.uint(2).uint(*rid).data(output);
+            w.uint(*rid).data(output);
+        }
+        Message::ConnectionsUpdated { connections } => {
+            w.connections(connections);
         }
         Message::QueueUpdated { queue_size } => {
-            w.uint(4).uint(*queue_size);
+            w.uint(*queue_size);
         }
         Message::StateUpdated { state } => {
-            w.uint(5).data(state);
+            w.data(state);
+        }
+        Message::WorkflowHistoryUpdated { history } => {
+            w.data(history);
+        }
+        Message::SchedulesUpdated { schedules } => {
+            w.schedules(schedules);
         }
         Message::Rpcs { rid, rpcs } => {
-            w.uint(8).uint(*rid).uint(rpcs.len() as u64);
-            for rpc in rpcs {
-                w.data(rpc.as_bytes());
-            }
+            w.uint(*rid).strs(rpcs);
         }
-        Message::Queue { rid, size, max_size } => {
-            // QueueStatus: size, maxSize, messages (none listed), truncated.
-            w.uint(10).uint(*rid).uint(*size).uint(*max_size).uint(0).bool(*size > 0);
+        Message::TraceQuery { rid, payload } => {
+            w.uint(*rid).data(payload);
+        }
+        Message::Queue { rid, status } => {
+            w.uint(*rid).uint(status.size).uint(status.max_size);
+            w.list(&status.messages, |w, m| {
+                w.uint(m.id).str(&m.name).uint(m.created_at_ms);
+            });
+            w.bool(status.truncated);
+        }
+        Message::WorkflowHistory { rid, history, is_workflow_enabled }
+        | Message::WorkflowReplay { rid, history, is_workflow_enabled } => {
+            w.uint(*rid).opt_data(history.as_deref()).bool(*is_workflow_enabled);
+        }
+        Message::Schedules { rid, schedules } => {
+            w.uint(*rid).schedules(schedules);
+        }
+        Message::ScheduleHistory { rid, schedule_id, history } => {
+            w.uint(*rid).str(schedule_id).fires(history);
+        }
+        Message::ScheduleDelete { rid, schedule_id, deleted } => {
+            w.uint(*rid).str(schedule_id).bool(*deleted);
         }
         Message::Error { message } => {
-            w.uint(16).data(message.as_bytes());
+            w.str(message);
         }
-        Message::Init { state, queue_size } => {
-            // connections, state, isStateEnabled, rpcs, isDatabaseEnabled,
-            // queueSize, workflowHistory, isWorkflowEnabled, tabConfig, schedules.
-            w.uint(17).uint(0).opt_data(state.as_deref()).bool(true).uint(0).bool(false);
-            w.uint(*queue_size).opt_data(None).bool(false).uint(0).uint(0);
+        Message::Init(init) => {
+            write_init(w, init, VERSION);
+        }
+        Message::DatabaseSchema { rid, schema } => {
+            w.uint(*rid).data(schema);
+        }
+        Message::DatabaseTableRows { rid, result } => {
+            w.uint(*rid).data(result);
         }
     }
+}
+
+/// `Init` as `version` has it: version 1 has an (always empty) event list
+/// after the connections and ends at `isDatabaseEnabled`; versions 2-4 end
+/// at `isWorkflowEnabled`; 5 adds the tabs; 6 the schedules.
+pub(super) fn write_init(w: &mut Writer, init: &Init, version: u16) {
+    w.connections(&init.connections);
+    if version == 1 {
+        w.uint(0);
+    }
+    w.opt_data(init.state.as_deref()).bool(init.is_state_enabled).strs(&init.rpcs).bool(init.is_database_enabled);
+    if version == 1 {
+        return;
+    }
+    w.uint(init.queue_size).opt_data(init.workflow_history.as_deref()).bool(init.is_workflow_enabled);
+    if version >= 5 {
+        w.tabs(&init.tab_config);
+    }
+    if version >= 6 {
+        w.schedules(&init.schedules);
+    }
+}
+
+/// The version 6 union tag of `message`.
+pub(super) fn tag(message: &Message) -> u64 {
+    match message {
+        Message::State { .. } => 0,
+        Message::Connections { .. } => 1,
+        Message::Action { .. } => 2,
+        Message::ConnectionsUpdated { .. } => 3,
+        Message::QueueUpdated { .. } => 4,
+        Message::StateUpdated { .. } => 5,
+        Message::WorkflowHistoryUpdated { .. } => 6,
+        Message::SchedulesUpdated { .. } => 7,
+        Message::Rpcs { .. } => 8,
+        Message::TraceQuery { .. } => 9,
+        Message::Queue { .. } => 10,
+        Message::WorkflowHistory { .. } => 11,
+        Message::WorkflowReplay { .. } => 12,
+        Message::Schedules { .. } => 13,
+        Message::ScheduleHistory { .. } => 14,
+        Message::ScheduleDelete { .. } => 15,
+        Message::Error { .. } => 16,
+        Message::Init(_) => 17,
+        Message::DatabaseSchema { .. } => 18,
+        Message::DatabaseTableRows { .. } => 19,
+    }
+}
+
+/// Writes one version 6 message frame.
+pub fn encode_message(message: &Message) -> Vec<u8> {
+    let mut w = Writer::default();
+    w.uint(tag(message));
+    write_body(&mut w, message);
     w.0
-}
-
-fn unsupported_version(version: u16) -> anyhow::Error {
-    RivetError::new(
-        "inspector",
-        "unsupported_version",
-        format!("inspector protocol version {version} is not supported; supported: {OLDEST} and {VERSION}"),
-    )
-    .into_anyhow()
-}
-
-fn invalid(what: &str, err: impl std::fmt::Display) -> anyhow::Error {
-    RivetError::new("inspector", "invalid_message", format!("undecodable inspector {what}: {err}")).into_anyhow()
-}
-
-/// A request of `version` as a version 6 request (`decodeInspectorRequest`).
-pub fn upgrade_request(bytes: &[u8], version: u16) -> anyhow::Result<Vec<u8>> {
-    let kinds = match version {
-        5 => V5_REQUESTS,
-        6 => V6_REQUESTS,
-        v => return Err(unsupported_version(v)),
-    };
-    let tag = Reader(bytes).uint().map_err(|e| invalid("request", e))?;
-    if tag >= kinds {
-        return Err(invalid("request", format!("unknown request kind {tag} in version {version}")));
-    }
-    // Version 6 only appended request kinds: the bytes stay as they are.
-    Ok(bytes.to_vec())
-}
-
-/// A version 6 message as a message of `version` (`encodeInspectorResponse`).
-/// Version 5 has no schedules: their messages become an `Error`
-/// `inspector.schedules_dropped`, and `Init` loses its schedule list.
-pub fn downgrade_message(bytes: &[u8], version: u16) -> anyhow::Result<Vec<u8>> {
-    let mut r = Reader(bytes);
-    let tag = r.uint().map_err(|e| invalid("message", e))?;
-    if tag >= V6_MESSAGES {
-        return Err(invalid("message", format!("unknown message kind {tag}")));
-    }
-    match version {
-        6 => return Ok(bytes.to_vec()),
-        5 => {}
-        v => return Err(unsupported_version(v)),
-    }
-    let body = r.0;
-    let v5_tag = match tag {
-        0..=6 => tag,
-        7 | 13..=15 => return Ok(schedules_dropped_v5()),
-        8..=12 => tag - 1,
-        16 => 12,
-        17 => return init_v5(body),
-        _ => tag - 4, // 18, 19: the database responses
-    };
-    let mut w = Writer::default();
-    w.uint(v5_tag);
-    w.0.extend_from_slice(body);
-    Ok(w.0)
-}
-
-fn schedules_dropped_v5() -> Vec<u8> {
-    let mut w = Writer::default();
-    w.uint(12).data(b"inspector.schedules_dropped");
-    w.0
-}
-
-/// Version 5's `Init`: version 6's without its last field, the schedules.
-fn init_v5(body: &[u8]) -> anyhow::Result<Vec<u8>> {
-    let mut r = Reader(body);
-    let start = r.0.len();
-    let mut skip = || -> anyhow::Result<()> {
-        for _ in 0..r.uint()? {
-            r.data()?; // connection id
-            r.data()?; // details
-        }
-        r.opt_data()?; // state
-        r.bool()?; // isStateEnabled
-        for _ in 0..r.uint()? {
-            r.data()?; // rpc name
-        }
-        r.bool()?; // isDatabaseEnabled
-        r.uint()?; // queueSize
-        r.opt_data()?; // workflowHistory
-        r.bool()?; // isWorkflowEnabled
-        for _ in 0..r.uint()? {
-            r.data()?; // tab id
-            r.opt_data()?; // label
-            r.opt_data()?; // icon
-            r.bool()?; // hidden
-        }
-        Ok(())
-    };
-    skip().map_err(|e| invalid("Init", e))?;
-    let kept = start - r.0.len();
-    let mut w = Writer::default();
-    w.uint(13);
-    w.0.extend_from_slice(&body[..kept]);
-    Ok(w.0)
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn version_5_requests_are_version_6_requests() {
-        let state = [1, 5];
-        assert_eq!(upgrade_request(&state, 5).unwrap(), state);
-        assert_eq!(upgrade_request(&state, 6).unwrap(), state);
-        let schedules = [11, 5];
-        assert!(upgrade_request(&schedules, 6).is_ok());
-        assert!(upgrade_request(&schedules, 5).is_err(), "no schedules in version 5");
-        let err = upgrade_request(&state, 4).unwrap_err();
-        assert_eq!(RivetError::extract(&err).code, "unsupported_version");
-    }
-
-    #[test]
-    fn version_6_messages_downgrade_to_version_5() {
-        let init = encode_message(&Message::Init { state: Some(vec![0xa0]), queue_size: 3 });
-        let v5 = downgrade_message(&init, 5).unwrap();
-        assert_eq!(v5[0], 13);
-        assert_eq!(&v5[1..], &init[1..init.len() - 1], "everything but the schedule list");
-        let error = encode_message(&Message::Error { message: "x".into() });
-        assert_eq!(downgrade_message(&error, 5).unwrap(), [12, 1, b'x']);
-        let rpcs = encode_message(&Message::Rpcs { rid: 1, rpcs: vec![] });
-        assert_eq!(downgrade_message(&rpcs, 5).unwrap(), [7, 1, 0]);
-        let state = encode_message(&Message::StateUpdated { state: vec![1] });
-        assert_eq!(downgrade_message(&state, 5).unwrap(), state);
-        assert_eq!(downgrade_message(&[7, 0], 5).unwrap(), schedules_dropped_v5());
-        assert_eq!(downgrade_message(&init, 6).unwrap(), init);
-        assert!(downgrade_message(&[20], 6).is_err());
-        assert!(downgrade_message(&init[..4], 5).is_err());
-    }
-
-    #[test]
-    fn requests_decode() {
-        assert_eq!(decode_request(&[1, 0xac, 0x02]).unwrap(), Request::State { id: 300 });
-        assert_eq!(
-            decode_request(&[3, 7, 3, b'i', b'n', b'c', 2, 0x81, 2]).unwrap(),
-            Request::Action { id: 7, name: "inc".into(), args: vec![0x81, 2] }
-        );
-        assert_eq!(decode_request(&[9, 1]).unwrap(), Request::Other { tag: 9 });
-        assert!(decode_request(&[3, 7, 9, b'x']).is_err());
-        assert!(decode_request(&[]).is_err());
-    }
-
-    #[test]
-    fn messages_encode() {
-        assert_eq!(encode_message(&Message::State { rid: 1, state: Some(vec![0xa0]) }), [0, 1, 1, 1, 0xa0, 1]);
-        assert_eq!(encode_message(&Message::StateUpdated { state: vec![0xa0] }), [5, 1, 0xa0]);
-        assert_eq!(encode_message(&Message::Init { state: None, queue_size: 2 }), [17, 0, 0, 1, 0, 0, 2, 0, 0, 0, 0]);
-        assert_eq!(encode_message(&Message::Error { message: "x".into() }), [16, 1, b'x']);
-    }
-}
+#[path = "wire_tests.rs"]
+mod tests;

@@ -122,6 +122,8 @@ pub struct Queue {
     waits: watch::Sender<usize>,
     /// `enqueueAndWait` callers by message id.
     completions: Mutex<HashMap<u64, oneshot::Sender<Option<Vec<u8>>>>>,
+    /// Messages queued, for watchers (the inspector).
+    size: watch::Sender<usize>,
 }
 
 #[derive(Default)]
@@ -146,6 +148,7 @@ impl Queue {
             arrived: Notify::new(),
             waits: watch::channel(0).0,
             completions: Mutex::default(),
+            size: watch::channel(0).0,
         }
     }
 
@@ -176,8 +179,18 @@ impl Queue {
         self.waits.subscribe()
     }
 
+    /// Watches the number of messages queued.
+    pub fn subscribe_size(&self) -> watch::Receiver<usize> {
+        self.size.subscribe()
+    }
+
     fn state<R>(&self, f: impl FnOnce(&mut State) -> R) -> R {
-        f(&mut self.state.lock().unwrap_or_else(|p| p.into_inner()))
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let out = f(&mut state);
+        let len = state.index.len();
+        drop(state);
+        self.size.send_if_modified(|size| std::mem::replace(size, len) != len);
+        out
     }
 
     fn completions<R>(&self, f: impl FnOnce(&mut HashMap<u64, oneshot::Sender<Option<Vec<u8>>>>) -> R) -> R {
