@@ -77,6 +77,7 @@ function uint(n) {
 const data = (bytes) => [...uint(bytes.length), ...bytes];
 const str = (s) => data(Buffer.from(s));
 // Version 6 requests (`ToServerBody`), by union tag.
+const patchStateRequest = (state) => Buffer.from([0, ...data(cborEncode(state))]);
 const stateRequest = (id) => Buffer.from([1, ...uint(id)]);
 const connectionsRequest = (id) => Buffer.from([2, ...uint(id)]);
 const actionRequest = (id, name, args) => Buffer.from([3, ...uint(id), ...str(name), ...data(cborEncode(args))]);
@@ -532,6 +533,13 @@ describe("the inspector WebSocket's views of an actor", () => {
 			const action = await inspector.ask(actionRequest(12, "increment", [5]), "ActionResponse", 12);
 			assert.equal(action.output, 7);
 
+			// A new state goes through RivetKit's runtime, which holds it.
+			inspector.ws.send(patchStateRequest({ count: 100 }));
+			await inspector.take((m) => m.tag === "StateUpdated" && m.state.count === 100, "StateUpdated to 100");
+			assert.equal(await desk.increment(0), 100);
+			inspector.ws.send(Buffer.from([0, 1, 0xff]));
+			await inspector.take((m) => m.tag === "Error" && /inspector\.invalid_request/.test(m.message), "a bad state's Error");
+
 			await conn.dispose();
 			await inspector.take(
 				(m) => m.tag === "ConnectionsUpdated" && !m.connections.some((c) => c.id === ada.id),
@@ -540,7 +548,7 @@ describe("the inspector WebSocket's views of an actor", () => {
 		} finally {
 			await inspector.close();
 		}
-		assert.equal(await desk.increment(0), 7);
+		assert.equal(await desk.increment(0), 100);
 	});
 
 	test("a workflow's history comes from the workflow; an actor without one has none", async (t) => {

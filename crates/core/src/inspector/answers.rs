@@ -5,12 +5,13 @@
 //! Shapes follow the reference's encodings (CBOR where the protocol carries
 //! opaque `data`).
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use serde_json::{json, Map, Value};
 
 use super::wire::{Connection, Init, QueueMessageSummary, QueueStatus, Schedule, ScheduleError, ScheduleFire};
-use crate::actor::{cron, schedule, ActorConfig, ActorContext};
+use crate::actor::{cron, schedule, ActorConfig, ActorContext, ActorTaskHandle, HttpRequest};
 use crate::error::RivetError;
 use crate::sqlite::{BindParam, ColumnValue, ExecuteResult};
 
@@ -189,6 +190,42 @@ pub async fn workflow_replay(
     };
     let history = tokio::time::timeout(timeout, call).await.map_err(|_| workflow_timed_out(timeout))??;
     Ok((true, history))
+}
+
+/// Replaces the actor's state. The state lives in the host's runtime, so
+/// the new one goes the way the dashboard's HTTP patch goes: RivetKit's
+/// `PATCH /inspector/state` (served in `onRequest`) with the state as JSON
+/// and the inspector's token; it sets the state and saves it at once.
+pub async fn patch_state(handle: &ActorTaskHandle, state: &[u8]) -> anyhow::Result<()> {
+    let invalid = |reason: String| RivetError::new("inspector", "invalid_request", reason).into_anyhow();
+    let value: Value =
+        ciborium::from_reader(state).map_err(|err| invalid(format!("the new state is not CBOR as JSON: {err}")))?;
+    let token = super::expected_token(handle.context())
+        .ok_or_else(|| invalid("the actor has no inspector token yet".into()))?;
+    let request = HttpRequest {
+        method: "PATCH".into(),
+        uri: "/inspector/state".into(),
+        headers: HashMap::from([
+            ("authorization".to_string(), format!("Bearer {token}")),
+            ("content-type".to_string(), "application/json".to_string()),
+        ]),
+        body: serde_json::to_vec(&json!({ "state": value }))?,
+        ..HttpRequest::default()
+    };
+    let response = handle.http(request).await?;
+    if !(200..300).contains(&response.status) {
+        return Err(RivetError::new(
+            "inspector",
+            "patch_failed",
+            format!(
+                "the runtime refused the new state ({}): {}",
+                response.status,
+                String::from_utf8_lossy(&response.body)
+            ),
+        )
+        .into_anyhow());
+    }
+    Ok(())
 }
 
 /// `Init`: everything the inspector shows on open.

@@ -147,15 +147,18 @@ fn test_token() -> Option<String> {
 /// is configured (it then replaces the actor's).
 pub fn verify(ctx: &ActorContext, bearer: Option<&str>) -> Result<(), RivetError> {
     let bearer = bearer.filter(|t| !t.is_empty()).ok_or_else(unauthorized)?;
-    let expected = match test_token() {
-        Some(test) => test,
-        None => ctx.inspector().token().ok_or_else(unauthorized)?,
-    };
+    let expected = expected_token(ctx).ok_or_else(unauthorized)?;
     if constant_time_eq(bearer.as_bytes(), expected.as_bytes()) {
         Ok(())
     } else {
         Err(unauthorized())
     }
+}
+
+/// The token a bearer must match: the test token when one is configured,
+/// else the actor's.
+pub(crate) fn expected_token(ctx: &ActorContext) -> Option<String> {
+    test_token().or_else(|| ctx.inspector().token())
 }
 
 /// Compares without stopping at the first difference.

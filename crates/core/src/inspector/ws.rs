@@ -1,15 +1,16 @@
 //! The inspector WebSocket, `/inspector/connect` (docs/inspector.md).
 //!
 //! The client authenticates with the subprotocol
-//! `rivet_inspector_token.<token>` (or `Authorization: Bearer`) and names its protocol version with
-//! `?protocol_version=N` (1-6); without it, frames carry their version
-//! (the legacy framing). On open it gets `Init`, then `StateUpdated` after
-//! every state write, `ConnectionsUpdated` when connections come and go,
-//! `QueueUpdated` when the queue grows or shrinks and `SchedulesUpdated`
-//! when schedules change;
-//! it may ask for the state, connections, queue, schedules, workflow
-//! history and database, and run actions. A frame it cannot read, or a
-//! request that fails, gets an `Error` message; the socket stays open.
+//! `rivet_inspector_token.<token>` (or `Authorization: Bearer`) and names
+//! its protocol version with `?protocol_version=N` (1-6); without it,
+//! frames carry their version (the legacy framing). On open it gets
+//! `Init`, then `StateUpdated` after every state write,
+//! `ConnectionsUpdated` when connections come and go, `QueueUpdated` when
+//! the queue grows or shrinks and `SchedulesUpdated` when schedules change.
+//! It may ask for the state, connections, queue, schedules, workflow
+//! history and database, patch the state and run actions. A frame it
+//! cannot read, or a request that fails, gets an `Error` message; the
+//! socket stays open.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -212,11 +213,6 @@ impl Socket {
             Request::TraceQuery { id, .. } => Message::TraceQuery { rid: id, payload: Vec::new() },
             Request::Queue { id, limit } => Message::Queue { rid: id, status: answers::queue_status(ctx, limit) },
             Request::Schedules { id } => Message::Schedules { rid: id, schedules: answers::schedules(ctx) },
-            Request::PatchState { .. } => Message::Error {
-                message: "inspector.unsupported_request: the state lives in the actor's runtime; \
-                          patch it through the inspector's HTTP route"
-                    .into(),
-            },
             request => return self.answer_later(message.sender, request),
         };
         send(&message.sender, self.framing, reply);
@@ -249,6 +245,10 @@ async fn answer(handle: &ActorTaskHandle, request: Request) -> anyhow::Result<Me
     let config = handle.config();
     let timeout = config.action_timeout;
     Ok(match request {
+        Request::PatchState { state } => {
+            answers::patch_state(handle, &state).await?;
+            Message::StateUpdated { state }
+        }
         Request::Action { id, name, args } => {
             Message::Action { rid: id, output: handle.action_on(None, name, args).await? }
         }
