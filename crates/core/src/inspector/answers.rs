@@ -179,7 +179,8 @@ pub async fn workflow_history(ctx: &ActorContext, timeout: Duration) -> anyhow::
 }
 
 /// Replays the workflow from `entry_id` and returns its history, as
-/// [`workflow_history`].
+/// [`workflow_history`]; every inspector socket of the actor then gets the
+/// new history (`WorkflowHistoryUpdated`), as from the reference.
 pub async fn workflow_replay(
     ctx: &ActorContext,
     entry_id: Option<String>,
@@ -189,6 +190,7 @@ pub async fn workflow_replay(
         return Ok((false, None));
     };
     let history = tokio::time::timeout(timeout, call).await.map_err(|_| workflow_timed_out(timeout))??;
+    ctx.inspector().workflow_changed();
     Ok((true, history))
 }
 

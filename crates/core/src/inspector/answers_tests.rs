@@ -96,6 +96,46 @@ async fn schedules_list_events_and_jobs_soonest_first_and_delete_by_kind() {
     assert!(schedules(&ctx).is_empty());
 }
 
+/// A host whose workflow history is `[1, 2]` and whose replay returns the
+/// entry id; or, `hang`ing, never answers.
+struct Workflow {
+    hang: bool,
+}
+
+type History = futures::future::BoxFuture<'static, anyhow::Result<Option<Vec<u8>>>>;
+
+impl crate::actor::ActorHooks for Workflow {
+    fn workflow_history(&self, _ctx: &ActorContext) -> Option<History> {
+        let hang = self.hang;
+        Some(Box::pin(async move {
+            if hang {
+                futures::future::pending::<()>().await;
+            }
+            Ok(Some(vec![1, 2]))
+        }))
+    }
+
+    fn replay_workflow(&self, _ctx: &ActorContext, entry_id: Option<String>) -> Option<History> {
+        Some(Box::pin(async move { Ok(entry_id.map(String::into_bytes)) }))
+    }
+}
+
+#[tokio::test]
+async fn the_workflow_history_and_its_replays_come_from_the_host() {
+    let ctx = context("replay");
+    ctx.set_hooks(std::sync::Arc::new(Workflow { hang: false }));
+    assert_eq!(workflow_history(&ctx, Duration::from_secs(5)).await.unwrap(), (true, Some(vec![1, 2])));
+    let replays = ctx.inspector().subscribe_workflow();
+    let replayed = workflow_replay(&ctx, Some("e1".into()), Duration::from_secs(5)).await.unwrap();
+    assert_eq!(replayed, (true, Some(b"e1".to_vec())));
+    assert!(replays.has_changed().unwrap(), "a replay is pushed to the sockets");
+
+    let hung = context("hung");
+    hung.set_hooks(std::sync::Arc::new(Workflow { hang: true }));
+    let err = workflow_history(&hung, Duration::from_millis(20)).await.unwrap_err();
+    assert_eq!(RivetError::extract(&err).qualified_code(), "inspector.workflow_timed_out");
+}
+
 #[tokio::test]
 async fn without_a_workflow_hook_there_is_no_workflow() {
     let ctx = context("workflow");

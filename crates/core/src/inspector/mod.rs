@@ -29,6 +29,9 @@ pub struct ActorInspector {
     token: Mutex<Option<String>>,
     /// Moves on every state write; inspector sockets watch it.
     state_revision: tokio::sync::watch::Sender<u64>,
+    /// Moves when an inspector replayed the workflow; the sockets push
+    /// the new history.
+    workflow_revision: tokio::sync::watch::Sender<u64>,
     /// The queue length last seen by a snapshot, and its revision: the
     /// revision moves whenever a snapshot finds a different length.
     queue_seen: Mutex<(usize, u64)>,
@@ -51,6 +54,7 @@ impl Default for ActorInspector {
         Self {
             token: Mutex::default(),
             state_revision: tokio::sync::watch::channel(0).0,
+            workflow_revision: tokio::sync::watch::channel(0).0,
             queue_seen: Mutex::default(),
             connected_clients: AtomicU32::new(0),
         }
@@ -66,6 +70,16 @@ impl ActorInspector {
     /// Watches the state revision.
     pub fn subscribe_state(&self) -> tokio::sync::watch::Receiver<u64> {
         self.state_revision.subscribe()
+    }
+
+    /// Called after a replay changed the workflow's history.
+    pub fn workflow_changed(&self) {
+        self.workflow_revision.send_modify(|n| *n += 1);
+    }
+
+    /// Watches replays of the workflow.
+    pub fn subscribe_workflow(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.workflow_revision.subscribe()
     }
 
     fn token(&self) -> Option<String> {

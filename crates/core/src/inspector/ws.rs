@@ -128,9 +128,10 @@ fn error_message(err: &anyhow::Error) -> Message {
 impl Socket {
     /// Sends `Init`, then pushes `StateUpdated` after each state write,
     /// `ConnectionsUpdated` when the connection count changes,
-    /// `QueueUpdated` when the queue's size does and `SchedulesUpdated`
-    /// (version 6) when events or cron jobs change, until the socket
-    /// closes or the generation ends.
+    /// `QueueUpdated` when the queue's size does, `SchedulesUpdated`
+    /// (version 6) when events or cron jobs change and
+    /// `WorkflowHistoryUpdated` after a replay, until the socket closes or
+    /// the generation ends.
     fn on_open(self: Arc<Self>, sender: WebSocketSender) {
         let ctx = self.handle.context().clone();
         let config = self.handle.config();
@@ -138,6 +139,7 @@ impl Socket {
         let mut conn_count = ctx.conns().subscribe_count();
         let mut queue_size = ctx.queue().subscribe_size();
         let mut schedules = ctx.schedule().subscribe_changes();
+        let mut workflow = ctx.inspector().subscribe_workflow();
         // Versions before 6 have no schedule messages: nothing is pushed.
         let push_schedules = self.framing.version() >= 6;
         let closed = self.closed.clone();
@@ -149,6 +151,7 @@ impl Socket {
             conn_count.borrow_and_update();
             queue_size.borrow_and_update();
             schedules.borrow_and_update();
+            workflow.borrow_and_update();
             let init = tokio::select! {
                 _ = closed.cancelled() => return,
                 _ = fence.cancelled() => return,
@@ -186,6 +189,17 @@ impl Socket {
                         }
                         schedules.borrow_and_update();
                         send(&sender, framing, Message::SchedulesUpdated { schedules: answers::schedules(&ctx) });
+                    }
+                    changed = workflow.changed() => {
+                        if changed.is_err() {
+                            break;
+                        }
+                        workflow.borrow_and_update();
+                        match answers::workflow_history(&ctx, config.action_timeout).await {
+                            Ok((_, Some(history))) => send(&sender, framing, Message::WorkflowHistoryUpdated { history }),
+                            Ok((_, None)) => {}
+                            Err(err) => tracing::debug!(error = %format!("{err:#}"), "no workflow history to push"),
+                        }
                     }
                 }
             }
