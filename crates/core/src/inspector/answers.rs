@@ -301,9 +301,10 @@ async fn query(ctx: &ActorContext, sql: String, params: Option<Vec<BindParam>>) 
 }
 
 /// The tables and views with their columns, foreign keys and row counts
-/// (CBOR). Our workflow table (`_rivet_wf_kv`, docs/workflows.md) is
-/// storage of ours, not the user's: it is not listed. An actor without a
-/// database (`hasDatabase` false) has none, and its database is not opened.
+/// (CBOR), the reference's selection: the workflow table `_rivet_wf_kv`
+/// is listed, as the reference lists its `_rivet_*` tables. An actor
+/// without a database (`hasDatabase` false) has none, and its database is
+/// not opened.
 pub async fn database_schema(ctx: &ActorContext, config: &ActorConfig) -> anyhow::Result<Vec<u8>> {
     if !config.has_database {
         return Ok(cbor(&json!({ "tables": [] })));
@@ -311,8 +312,7 @@ pub async fn database_schema(ctx: &ActorContext, config: &ActorConfig) -> anyhow
     let listed = query(
         ctx,
         "SELECT name, type FROM sqlite_master WHERE type IN ('table', 'view') \
-         AND name NOT LIKE 'sqlite_%' AND name NOT LIKE '__drizzle_%' AND name != '_rivet_wf_kv' \
-         ORDER BY name"
+         AND name NOT LIKE 'sqlite_%' AND name NOT LIKE '__drizzle_%' ORDER BY name"
             .into(),
         None,
     )

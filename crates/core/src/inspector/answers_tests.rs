@@ -160,13 +160,13 @@ async fn the_database_schema_and_rows_are_read_from_the_actors_database() {
     let schema = decoded(&database_schema(&ctx, &config).await.unwrap());
     let tables = schema["tables"].as_array().unwrap();
     let names: Vec<_> = tables.iter().map(|t| t["table"]["name"].clone()).collect();
-    assert_eq!(tables.len(), 2, "{names:?}");
-    assert_eq!(tables[0]["table"], json!({ "schema": "main", "name": "owners", "type": "table" }));
-    assert_eq!(tables[0]["records"], 3);
-    let columns: Vec<_> = tables[0]["columns"].as_array().unwrap().iter().map(|c| c["name"].clone()).collect();
+    // Our workflow table too, as the reference lists its `_rivet_*` tables.
+    assert_eq!(names, [json!("_rivet_wf_kv"), json!("owners"), json!("pet \"s")]);
+    assert_eq!(tables[1]["table"], json!({ "schema": "main", "name": "owners", "type": "table" }));
+    assert_eq!(tables[1]["records"], 3);
+    let columns: Vec<_> = tables[1]["columns"].as_array().unwrap().iter().map(|c| c["name"].clone()).collect();
     assert_eq!(columns, [json!("id"), json!("name")]);
-    assert_eq!(tables[1]["table"]["name"], "pet \"s");
-    assert_eq!(tables[1]["foreignKeys"][0]["table"], "owners");
+    assert_eq!(tables[2]["foreignKeys"][0]["table"], "owners");
 
     let rows = decoded(&database_rows(&ctx, &config, "owners", 2, 1).await.unwrap());
     assert_eq!(rows, json!([{ "id": 2, "name": "bob" }, { "id": 3, "name": "cy" }]));
