@@ -191,8 +191,20 @@ describe("unsupported features fail only when used", () => {
 						ctx.beginOnStateChange();
 						ctx.endOnStateChange();
 						ctx.setPreventSleep(true);
+						// A workflow run and one step attempt under it (tracing spans).
 						const span = await ctx.startWorkflowSpan();
-						await span.finish("ok");
+						const runCtx = span.ctx();
+						const step = runCtx.startWorkflowStepSpan("s", 1);
+						const runTrace = runCtx.invocationTraceContext()?.span;
+						const stepTrace = step?.ctx().invocationTraceContext()?.span;
+						const workflowStep = {
+							opened: step !== null,
+							sameTrace: stepTrace?.traceId === runTrace?.traceId,
+							ownSpan: /^[0-9a-f]{16}$/.test(stepTrace?.spanId) && stepTrace?.spanId !== runTrace?.spanId,
+						};
+						step.finish("retry", "boom");
+						step.finish("ok");
+						await span.finish("completed");
 						await ctx.setRunWakeAt(Date.now() + 3_600_000);
 						await ctx.setRunWakeAt(null);
 						// Spans: a call span in a new trace, and one under an
@@ -218,6 +230,7 @@ describe("unsupported features fail only when used", () => {
 							callSpan: spanShape(call.spanContext()),
 							appCallInTrace: appCall.spanContext().traceId === TRACE && appCall.spanContext().spanId !== "00f067aa0ba902b7",
 							stepSpan: ctx.startWorkflowStepSpan("s", 1),
+							workflowStep,
 							preventSleep: ctx.preventSleep(),
 							pending: ctx.hasPendingHibernationChanges(),
 							taken: ctx.takePendingHibernationChanges(),
@@ -294,6 +307,7 @@ describe("unsupported features fail only when used", () => {
 			callSpan: { trace: true, span: true, flags: 1 },
 			appCallInTrace: true,
 			stepSpan: null,
+			workflowStep: { opened: true, sameTrace: true, ownSpan: true },
 			preventSleep: false,
 			pending: false,
 			taken: [],

@@ -29,11 +29,14 @@ pub struct ActorContext {
     /// The JavaScript application span this handle acts under
     /// (`withApplicationSpan`), parent of the spans it opens.
     pub(crate) app_span: Option<crate::telemetry::SpanContext>,
+    /// True for the handle of a workflow run or step (`WorkflowSpan.ctx`):
+    /// only those open step spans.
+    pub(crate) in_workflow: bool,
 }
 
 impl From<CoreContext> for ActorContext {
     fn from(inner: CoreContext) -> Self {
-        Self { inner, app_span: None }
+        Self { inner, app_span: None, in_workflow: false }
     }
 }
 

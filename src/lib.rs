@@ -42,6 +42,7 @@ pub mod conn;
 pub mod kv;
 pub mod schedule;
 pub mod sqlite;
+pub mod state_transaction;
 pub mod websocket;
 
 pub mod actor_context;
@@ -49,6 +50,7 @@ pub mod body_stream;
 pub mod inspector;
 pub mod queue;
 pub mod telemetry;
+pub mod workflow;
 
 pub mod unsupported;
 

@@ -68,7 +68,7 @@ impl SpanContext {
     }
 
     /// A child of `parent` (or the root of a new, sampled trace).
-    fn child_of(parent: Option<&SpanContext>) -> Self {
+    pub(crate) fn child_of(parent: Option<&SpanContext>) -> Self {
         match parent {
             Some(parent) => Self {
                 trace_id: parent.trace_id.clone(),

@@ -84,9 +84,10 @@ struct Inner {
     /// The hooks, for workflow flushes that must serialize the state
     /// (set when the generation starts; docs/workflows.md).
     hooks: std::sync::OnceLock<Arc<dyn super::ActorHooks>>,
-    /// Serializes workflow flushes; holds the workflow revision last
-    /// written to KV (`None` until read this generation).
-    workflow_mark: tokio::sync::Mutex<Option<u64>>,
+    /// Serializes workflow flushes, state transactions and state saves;
+    /// holds the workflow revision last written to KV (`None` until read
+    /// this generation).
+    workflow_mark: Arc<tokio::sync::Mutex<Option<u64>>>,
 }
 
 /// Identity of a generation, as the engine gives it on start.
@@ -160,7 +161,7 @@ impl ActorContext {
             ended_conns_changed: tokio::sync::Notify::new(),
             sqlite: std::sync::OnceLock::new(),
             hooks: std::sync::OnceLock::new(),
-            workflow_mark: tokio::sync::Mutex::new(None),
+            workflow_mark: Arc::new(tokio::sync::Mutex::new(None)),
         }))
     }
 
@@ -300,7 +301,7 @@ impl ActorContext {
     pub fn hooks(&self) -> Option<Arc<dyn super::ActorHooks>> {
         self.0.hooks.get().cloned()
     }
-    pub(crate) fn workflow_mark(&self) -> &tokio::sync::Mutex<Option<u64>> {
+    pub(crate) fn workflow_mark(&self) -> &Arc<tokio::sync::Mutex<Option<u64>>> {
         &self.0.workflow_mark
     }
 

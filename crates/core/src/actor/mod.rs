@@ -21,6 +21,7 @@ pub mod link;
 pub mod queue;
 pub mod save;
 pub mod schedule;
+pub mod state_transaction;
 pub mod storage;
 pub mod task;
 pub mod websocket;
