@@ -225,6 +225,7 @@ macro_rules! read_or_reject {
         }
     }};
 }
+pub(crate) use read_or_reject;
 
 /// The actor's SQLite database, stored on the engine's page store
 /// (docs/sqlite.md).

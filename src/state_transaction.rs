@@ -11,8 +11,9 @@ use rivetkit_native_core::actor::state_transaction::StateTransaction;
 
 use crate::actor_context::ActorContext;
 use crate::error::{reject, spawn_promise};
-use crate::sqlite::{bind_params, execute_result, timeout, NativeExecuteResult};
-use crate::types::{args, StateDeltaPayload};
+use crate::sqlite::{bind_params, execute_result, read_or_reject, timeout, NativeExecuteResult};
+use crate::types::args::{self, ArgResult};
+use crate::types::StateDeltaPayload;
 
 /// An open state transaction.
 #[napi]
@@ -33,11 +34,7 @@ impl JsActorStateTransaction {
         sql: Unknown<'env>,
         params: Option<Unknown<'env>>,
     ) -> napi::Result<PromiseRaw<'env, NativeExecuteResult>> {
-        let read = (|| -> args::ArgResult<_> { Ok((args::string("sql", sql)?, bind_params("params", params)?)) })();
-        let (sql, params) = match read {
-            Ok(read) => read,
-            Err(err) => return reject(env, err),
-        };
+        let (sql, params) = read_or_reject!(env, Ok((args::string("sql", sql)?, bind_params("params", params)?)));
         let tx = self.tx.clone();
         spawn_promise(env, async move { Ok(execute_result(tx.execute(sql, params).await?)) })
     }
@@ -47,10 +44,7 @@ impl JsActorStateTransaction {
     /// is rolled back.
     #[napi(ts_args_type = "payload: StateDeltaPayload", ts_return_type = "Promise<void>")]
     pub fn commit<'env>(&self, env: &'env Env, payload: Unknown<'env>) -> napi::Result<PromiseRaw<'env, ()>> {
-        let payload: StateDeltaPayload = match args::object("payload", payload) {
-            Ok(payload) => payload,
-            Err(err) => return reject(env, err),
-        };
+        let payload: StateDeltaPayload = read_or_reject!(env, args::object("payload", payload));
         let tx = self.tx.clone();
         spawn_promise(env, async move { tx.commit(payload.state.map(|s| s.0)).await })
     }
@@ -74,10 +68,7 @@ impl ActorContext {
         env: &'env Env,
         timeout_ms: Option<Unknown<'env>>,
     ) -> napi::Result<PromiseRaw<'env, JsActorStateTransaction>> {
-        let timeout = match timeout(timeout_ms) {
-            Ok(timeout) => timeout,
-            Err(err) => return reject(env, err),
-        };
+        let timeout = read_or_reject!(env, timeout(timeout_ms));
         let ctx = self.inner.clone();
         spawn_promise(
             env,

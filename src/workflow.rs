@@ -4,8 +4,6 @@
 //! application span, each step attempt under its run), whose handles act
 //! under them so that calls out nest below.
 
-use std::sync::Mutex;
-
 use napi::bindgen_prelude::PromiseRaw;
 use napi::Env;
 use napi_derive::napi;
@@ -13,7 +11,7 @@ use rivetkit_native_core::actor::ActorContext as CoreContext;
 
 use crate::actor_context::ActorContext;
 use crate::error::spawn_promise;
-use crate::telemetry::SpanContext;
+use crate::telemetry::{SpanContext, TracedSpan};
 use rivetkit_native_core::actor::workflow;
 
 #[napi(object)]
@@ -72,39 +70,6 @@ impl WorkflowStepSpan {
     }
 }
 
-/// A `tracing` span with its W3C context, closed once.
-struct TracedSpan {
-    context: SpanContext,
-    span: Mutex<Option<tracing::Span>>,
-}
-
-impl TracedSpan {
-    fn handle(&self, ctx: &CoreContext) -> ActorContext {
-        let mut handle = ActorContext::from(ctx.clone());
-        handle.app_span = Some(self.context.clone());
-        handle.in_workflow = true;
-        handle
-    }
-
-    fn finish(&self, outcome: &str, error: Option<&str>, message: &'static str) {
-        let Some(span) = self.span.lock().unwrap_or_else(|p| p.into_inner()).take() else {
-            return;
-        };
-        match error {
-            Some(error) => tracing::debug!(parent: &span, outcome, error, "{message}"),
-            None => tracing::debug!(parent: &span, outcome, "{message}"),
-        }
-    }
-}
-
-impl Drop for TracedSpan {
-    fn drop(&mut self) {
-        if let Some(span) = self.span.get_mut().unwrap_or_else(|p| p.into_inner()).take() {
-            tracing::debug!(parent: &span, outcome = "cancelled", "span dropped unfinished");
-        }
-    }
-}
-
 /// `ActorContext`'s workflow calls.
 #[napi]
 impl ActorContext {
@@ -120,8 +85,7 @@ impl ActorContext {
             span_id = %context.span_id,
             parent_span_id = self.app_span.as_ref().map(|p| p.span_id.as_str()),
         );
-        let workflow =
-            WorkflowSpan { ctx: self.inner.clone(), span: TracedSpan { context, span: Mutex::new(Some(span)) } };
+        let workflow = WorkflowSpan { ctx: self.inner.clone(), span: TracedSpan::new(context, span) };
         spawn_promise(env, async move { Ok(workflow) })
     }
 
@@ -142,7 +106,7 @@ impl ActorContext {
             span_id = %context.span_id,
             parent_span_id = self.app_span.as_ref().map(|p| p.span_id.as_str()),
         );
-        Some(WorkflowStepSpan { ctx: self.inner.clone(), span: TracedSpan { context, span: Mutex::new(Some(span)) } })
+        Some(WorkflowStepSpan { ctx: self.inner.clone(), span: TracedSpan::new(context, span) })
     }
 
     /// Commits the workflow engine's rows and the actor state together
