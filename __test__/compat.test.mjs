@@ -118,6 +118,79 @@ describe("surface of @rivetkit/rivetkit-napi@2.3.19", () => {
 	});
 });
 
+const reference = surface(referenceDts());
+const isUnsupported = (err) => err?.code === "rivetkit-native.unsupported" || err?.group === "rivetkit-native";
+const PROBE_SKIP = new Set(["constructor", "ActorContext.sleep", "ActorContext.destroy", "JsNativeDatabase.close"]);
+
+/**
+ * Calls each method of class `name` on `target` with no arguments (a
+ * promise gets 2 s), recording into `found` every call that failed with
+ * rivetkit-native.unsupported. Missing arguments give napi.invalid_argument.
+ */
+async function probeMethods(name, target, found, calls) {
+	for (const method of reference.classes.get(name) ?? []) {
+		if (PROBE_SKIP.has(method) || PROBE_SKIP.has(`${name}.${method}`)) continue;
+		calls.push(`${name}.${method}`);
+		const record = (err) => {
+			if (isUnsupported(err)) found.add(`${name}.${method}`);
+		};
+		try {
+			const result = target[method]();
+			if (result && typeof result.then === "function") {
+				result.catch(record);
+				await Promise.race([result.catch(() => {}), new Promise((r) => setTimeout(r, 2_000))]);
+			}
+		} catch (err) {
+			record(err);
+		}
+	}
+}
+
+/** Every class and function of the contract an action can reach. */
+async function probeContract(ctx) {
+	const found = new Set();
+	const calls = [];
+	for (const fn of reference.functions) {
+		calls.push(fn);
+		try {
+			await native[fn]?.();
+		} catch (err) {
+			if (isUnsupported(err)) found.add(fn);
+		}
+	}
+	const queue = ctx.queue();
+	await queue.send("probe", cborEncode(1));
+	const [message] = await queue.nextBatch({ names: ["probe"], count: 1, timeoutMs: 0 });
+	const sqlTx = await ctx.sql().beginTransaction(5_000);
+	const objects = [
+		["Kv", ctx.kv()],
+		["Queue", queue],
+		["QueueMessage", message],
+		["Schedule", ctx.schedule()],
+		["JsSqliteTransaction", sqlTx],
+	];
+	for (const [name, target] of objects) await probeMethods(name, target, found, calls);
+	await sqlTx.rollback().catch(() => {}); // the probe may have committed it
+	const stateTx = await ctx.beginStateTransaction(5_000);
+	await probeMethods("JsActorStateTransaction", stateTx, found, calls);
+	await stateTx.rollback().catch(() => {});
+	const span = await ctx.startWorkflowSpan();
+	const step = span.ctx().startWorkflowStepSpan("probe", 1);
+	const conn = await ctx.connectConn(cborEncode(null));
+	const later = [
+		["WorkflowStepSpan", step],
+		["WorkflowSpan", span],
+		["OutboundCall", ctx.startCallSpan("a", "b")],
+		["ConnHandle", conn],
+		["CancellationToken", new native.CancellationToken()],
+		["CoreRegistry", new native.CoreRegistry()],
+		["JsNativeDatabase", ctx.sql()],
+		["ActorContext", ctx],
+	];
+	for (const [name, target] of later) await probeMethods(name, target, found, calls);
+	return { unsupported: [...found].sort(), calls: calls.length };
+}
+
 describe("unsupported features fail only when used", () => {
 	let engine;
 	let host;
@@ -131,6 +204,10 @@ describe("unsupported features fail only when used", () => {
 				createState: async () => cborEncode({ n: 0 }),
 				actions: {
 					ping: async () => cborEncode("pong"),
+					// Calls every method of the contract reachable from an
+					// action, with no arguments, and reports the ones that
+					// failed with rivetkit-native.unsupported.
+					probe: async (_err, { ctx }) => cborEncode(await probeContract(ctx)),
 					runtimeSocket: async (_err, { ctx }) => {
 						await ctx.provisionActorRuntimeSocket();
 						return cborEncode("provisioned");
@@ -324,6 +401,14 @@ describe("unsupported features fail only when used", () => {
 		const res = await actionFetch(engine, actorId, "disconnectSome", { encoding: "json" });
 		assert.equal(res.status, 200, JSON.stringify(res.body));
 		assert.deepEqual(res.body.output, { askedBoth: true, keptKeep: true, droppedDrop: true });
+	});
+
+	test("no method of the contract reachable from an action throws rivetkit-native.unsupported", async () => {
+		const probeId = (await getOrCreateActor(engine.endpoint, { name: "compat", key: "probe", pool: host.pool })).actor.actor_id;
+		const res = await actionFetch(engine, probeId, "probe", { encoding: "json" });
+		assert.equal(res.status, 200, JSON.stringify(res.body));
+		assert.deepEqual(res.body.output.unsupported, []);
+		assert.ok(res.body.output.calls > 150, `only ${res.body.output.calls} calls`);
 	});
 
 	test("metadata() and metrics() while serving", () => {
