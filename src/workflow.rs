@@ -4,13 +4,14 @@
 //! application span, each step attempt under its run), whose handles act
 //! under them so that calls out nest below.
 
-use napi::bindgen_prelude::PromiseRaw;
+use napi::bindgen_prelude::{PromiseRaw, Unknown};
 use napi::Env;
 use napi_derive::napi;
 use rivetkit_native_core::actor::ActorContext as CoreContext;
 
 use crate::actor_context::ActorContext;
-use crate::error::spawn_promise;
+use crate::error::{reject, spawn_promise};
+use crate::types::args;
 use crate::telemetry::{SpanContext, TracedSpan};
 use rivetkit_native_core::actor::workflow;
 
@@ -115,13 +116,19 @@ impl ActorContext {
     pub fn save_state_and_workflow_batch<'env>(
         &self,
         env: &'env Env,
-        writes: Vec<WorkflowKvWritePayload>,
+        writes: Unknown<'env>,
     ) -> napi::Result<PromiseRaw<'env, ()>> {
+        // Malformed writes reject with napi.invalid_argument, naming the
+        // element (napi-rs's own conversion would throw a bare InvalidArg).
+        let writes = args::list("writes", writes, |name, item| {
+            let write: WorkflowKvWritePayload = args::object(name, item)?;
+            Ok(workflow::WorkflowKvWrite { key: write.key.to_vec(), value: write.value.to_vec() })
+        });
+        let writes = match writes {
+            Ok(writes) => writes,
+            Err(err) => return reject(env, err),
+        };
         let ctx = self.inner.clone();
-        let writes = writes
-            .into_iter()
-            .map(|w| workflow::WorkflowKvWrite { key: w.key.to_vec(), value: w.value.to_vec() })
-            .collect();
         spawn_promise(env, async move {
             let hooks = ctx.hooks();
             workflow::save_state_and_batch(&ctx, hooks.as_deref(), writes).await
