@@ -11,8 +11,8 @@ use rivetkit_native_core::actor::ActorContext as CoreContext;
 
 use crate::actor_context::ActorContext;
 use crate::error::{reject, spawn_promise};
-use crate::types::args;
 use crate::telemetry::{SpanContext, TracedSpan};
+use crate::types::args;
 use rivetkit_native_core::actor::workflow;
 
 #[napi(object)]
