@@ -20,6 +20,7 @@ import { after, before, describe, test } from "node:test";
 // it comes from does not matter, so it is the root's devDependency.
 import { createClient } from "rivetkit/client";
 
+import { firstCall } from "./helpers/app.mjs";
 import { findFreePorts, gatewayFetch, waitFor } from "./helpers/engine.mjs";
 
 const EXIT_BOUND_MS = 5_000;
@@ -98,23 +99,6 @@ function assertInterrupted(app, exited) {
 }
 
 const RESOLVE_TIMEOUT = "route_resolve_query_timeout";
-
-/**
- * The first call to an actor that does not exist yet. Now and then engine
- * 2.3.19 never hands a new actor to the pool's host: no start command
- * reaches it, and the gateway answers `route_resolve_query_timeout` after
- * 15 s (seen with @rivetkit/rivetkit-napi as well). That one engine error
- * is retried once, visibly; everything else fails the test.
- */
-async function firstCall(t, what, call) {
-	try {
-		return await call();
-	} catch (err) {
-		if (err?.code !== RESOLVE_TIMEOUT) throw err;
-		t.diagnostic(`${what}: the engine did not start the new actor (${RESOLVE_TIMEOUT}); retrying once`);
-		return await call();
-	}
-}
 
 /** `handle.fetch` answers the engine's error as a response: throw it instead. */
 async function rawFetch(handle, path, init) {
