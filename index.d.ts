@@ -127,6 +127,15 @@ export declare class ActorContext {
   /** The actor's message queue. */
   queue(): Queue
   /**
+   * Starts the generation's runtime socket (once; later calls resolve to
+   * the same path). Rejects with `actor_runtime_socket.not_enabled`
+   * unless the actor type set `enableActorRuntimeSocket`,
+   * `actor_runtime_socket.closed` once the generation stopped, and
+   * `actor_runtime_socket.database_unavailable` on a host without a
+   * SQLite page store.
+   */
+  provisionActorRuntimeSocket(): Promise<JsActorRuntimeSocketEndpointInfo>
+  /**
    * A handle on the same generation acting under the JavaScript span
    * `traceparent` (ignored unless a valid W3C version-00 header).
    */
@@ -167,8 +176,6 @@ export declare class ActorContext {
   waitForTrackedShutdownWork(): Promise<boolean>
   /** Resolves at once, see `waitForTrackedShutdownWork`. */
   waitForTrackedShutdownWorkUnbounded(): Promise<void>
-  /** Not supported yet: rejects with `rivetkit-native.unsupported`. */
-  provisionActorRuntimeSocket(): Promise<JsActorRuntimeSocketEndpointInfo>
   /**
    * Not supported: the actor state lives in KV and the database on the
    * page store, so no commit can span both. Rejects with
@@ -722,8 +729,8 @@ export interface JsActorKeySegment {
 }
 
 /**
- * Where the actor runtime socket listens (`provisionActorRuntimeSocket`,
- * not supported yet; declared here with the other runtime-side endpoints).
+ * Where the actor runtime socket listens: the path of a Unix domain
+ * socket, valid for this actor generation only.
  */
 export interface JsActorRuntimeSocketEndpointInfo {
   path: string

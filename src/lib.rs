@@ -15,7 +15,8 @@
 //!    (`ConnHandle`), [`kv`], [`schedule`], [`sqlite`] (`JsNativeDatabase`),
 //!    [`websocket`] (`WebSocket`),
 //!    then [`actor_context`] (`ActorContext`, which hands out the others),
-//!    and [`queue`] (`Queue`, `QueueMessage`, and `ctx.queue()`);
+//!    [`queue`] (`Queue`, `QueueMessage`, and `ctx.queue()`) and
+//!    [`runtime_socket`] (`ctx.provisionActorRuntimeSocket()`);
 //! 4. [`unsupported`]: the rest of the `@rivetkit/rivetkit-napi` surface,
 //!    declared so the TypeScript runtime loads and failing only when used,
 //!    including `ActorContext`'s unsupported and no-op methods;
@@ -48,6 +49,7 @@ pub mod actor_context;
 pub mod body_stream;
 pub mod inspector;
 pub mod queue;
+pub mod runtime_socket;
 pub mod telemetry;
 
 pub mod unsupported;

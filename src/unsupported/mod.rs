@@ -24,6 +24,5 @@
 pub(crate) use crate::error::{reject_unsupported as reject, unsupported as fail};
 
 pub mod bookkeeping;
-pub mod runtime_socket;
 pub mod state_transaction;
 pub mod workflow;
