@@ -94,8 +94,8 @@ export declare class ActorContext {
   /** An `AbortSignal` that aborts when the generation begins to stop. */
   abortSignal(): AbortSignal
   /**
-   * Scheduled actions (`after`, `at`, `cancel`, `get`, `list`); its cron
-   * methods reject with `rivetkit-native.unsupported`.
+   * Scheduled actions (`after`, `at`, `cancel`, `get`, `list`) and cron
+   * jobs (`cronSet`, `cronEvery`, ...).
    */
   schedule(): Schedule
   /**
@@ -132,6 +132,15 @@ export declare class ActorContext {
   verifyInspectorAuth(bearerToken?: string | undefined | null): Promise<void>
   /** The actor's message queue. */
   queue(): Queue
+  /**
+   * Starts the generation's runtime socket (once; later calls resolve to
+   * the same path). Rejects with `actor_runtime_socket.not_enabled`
+   * unless the actor type set `enableActorRuntimeSocket`,
+   * `actor_runtime_socket.closed` once the generation stopped, and
+   * `actor_runtime_socket.database_unavailable` on a host without a
+   * SQLite page store.
+   */
+  provisionActorRuntimeSocket(): Promise<JsActorRuntimeSocketEndpointInfo>
   /**
    * A handle on the same generation acting under the JavaScript span
    * `traceparent` (ignored unless a valid W3C version-00 header).
@@ -188,8 +197,6 @@ export declare class ActorContext {
   waitForTrackedShutdownWork(): Promise<boolean>
   /** Resolves at once, see `waitForTrackedShutdownWork`. */
   waitForTrackedShutdownWorkUnbounded(): Promise<void>
-  /** Not supported yet: rejects with `rivetkit-native.unsupported`. */
-  provisionActorRuntimeSocket(): Promise<JsActorRuntimeSocketEndpointInfo>
 }
 
 /** A cancellation signal shared between JavaScript and Rust. */
@@ -753,8 +760,8 @@ export interface JsActorKeySegment {
 }
 
 /**
- * Where the actor runtime socket listens (`provisionActorRuntimeSocket`,
- * not supported yet; declared here with the other runtime-side endpoints).
+ * Where the actor runtime socket listens: the path of a Unix domain
+ * socket, valid for this actor generation only.
  */
 export interface JsActorRuntimeSocketEndpointInfo {
   path: string

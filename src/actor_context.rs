@@ -3,9 +3,9 @@
 //! Each hook call hands JavaScript a fresh wrapper around the same core
 //! context (an `Arc`), so every method reads live state.
 //!
-//! Only what works is here. The methods of the `@rivetkit/rivetkit-napi`
-//! surface that are not built yet, or are no-ops, are `impl ActorContext`
-//! blocks in `crate::unsupported` (one per feature); napi-rs merges them
+//! The methods of each feature (SQLite state transactions, workflows,
+//! tracing, the inspector, the runtime socket, the bookkeeping no-ops) are
+//! `impl ActorContext` blocks in the feature's module; napi-rs merges them
 //! into the one `ActorContext` class.
 
 use napi::bindgen_prelude::{Buffer, Function, Object, ObjectRef, Promise, PromiseRaw, Unknown};
@@ -344,8 +344,8 @@ impl ActorContext {
         Ok(signal)
     }
 
-    /// Scheduled actions (`after`, `at`, `cancel`, `get`, `list`); its cron
-    /// methods reject with `rivetkit-native.unsupported`.
+    /// Scheduled actions (`after`, `at`, `cancel`, `get`, `list`) and cron
+    /// jobs (`cronSet`, `cronEvery`, ...).
     #[napi]
     pub fn schedule(&self) -> crate::schedule::Schedule {
         crate::schedule::Schedule { ctx: self.inner.clone() }

@@ -164,6 +164,7 @@ impl JsActorConfig {
             max_schedules: size("maxSchedules", self.max_schedules, d.max_schedules)?,
             max_queue_size: size("maxQueueSize", self.max_queue_size, d.max_queue_size)?,
             max_queue_message_size: size("maxQueueMessageSize", self.max_queue_message_size, d.max_queue_message_size)?,
+            enable_actor_runtime_socket: self.enable_actor_runtime_socket.unwrap_or(d.enable_actor_runtime_socket),
         })
     }
 }

@@ -36,6 +36,9 @@ pub struct ActorConfig {
     pub max_queue_size: usize,
     /// Bytes of one queue message at most (`maxQueueMessageSize`).
     pub max_queue_message_size: usize,
+    /// Whether a generation may provision its runtime socket
+    /// (`enableActorRuntimeSocket`, experimental; docs/runtime-socket.md).
+    pub enable_actor_runtime_socket: bool,
 }
 
 impl Default for ActorConfig {
@@ -65,6 +68,7 @@ impl Default for ActorConfig {
             max_schedules: super::schedule::DEFAULT_MAX_SCHEDULES,
             max_queue_size: super::queue::limits::DEFAULT_MAX_QUEUE_SIZE,
             max_queue_message_size: super::queue::limits::DEFAULT_MAX_MESSAGE_SIZE,
+            enable_actor_runtime_socket: false,
         }
     }
 }

@@ -19,6 +19,7 @@ pub mod kv;
 pub mod lifecycle;
 pub mod link;
 pub mod queue;
+pub mod runtime_socket;
 pub mod save;
 pub mod schedule;
 pub mod state_transaction;
