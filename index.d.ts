@@ -10,6 +10,12 @@
 export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-wasip1'
 
 export declare class ActorContext {
+  /**
+   * Begins a transaction whose statements commit together with the actor
+   * state. Waits for other transactions and saves; rolled back after
+   * `timeoutMs` (default 60 s) unless committed or rolled back before.
+   */
+  beginStateTransaction(timeoutMs?: number | undefined | null): Promise<JsActorStateTransaction>
   /** The actor's current state bytes (CBOR for the TypeScript runtime). */
   state(): Buffer
   actorId(): string
@@ -88,8 +94,8 @@ export declare class ActorContext {
   /** An `AbortSignal` that aborts when the generation begins to stop. */
   abortSignal(): AbortSignal
   /**
-   * Scheduled actions (`after`, `at`, `cancel`, `get`, `list`); its cron
-   * methods reject with `rivetkit-native.unsupported`.
+   * Scheduled actions (`after`, `at`, `cancel`, `get`, `list`) and cron
+   * jobs (`cronSet`, `cronEvery`, ...).
    */
   schedule(): Schedule
   /**
@@ -127,6 +133,15 @@ export declare class ActorContext {
   /** The actor's message queue. */
   queue(): Queue
   /**
+   * Starts the generation's runtime socket (once; later calls resolve to
+   * the same path). Rejects with `actor_runtime_socket.not_enabled`
+   * unless the actor type set `enableActorRuntimeSocket`,
+   * `actor_runtime_socket.closed` once the generation stopped, and
+   * `actor_runtime_socket.database_unavailable` on a host without a
+   * SQLite page store.
+   */
+  provisionActorRuntimeSocket(): Promise<JsActorRuntimeSocketEndpointInfo>
+  /**
    * A handle on the same generation acting under the JavaScript span
    * `traceparent` (ignored unless a valid W3C version-00 header).
    */
@@ -138,6 +153,21 @@ export declare class ActorContext {
    * named `actorName`.
    */
   startCallSpan(actorName: string, actionName: string): OutboundCall | null
+  /**
+   * Opens the `actor.workflow` span of one run of the workflow function,
+   * under this handle's application span (a new trace without one).
+   */
+  startWorkflowSpan(): Promise<WorkflowSpan>
+  /**
+   * Opens the `actor.workflow.step` span of one attempt at `stepName`;
+   * `null` on a handle that is not a workflow run's (outside a run).
+   */
+  startWorkflowStepSpan(stepName: string, attempt: number): WorkflowStepSpan | null
+  /**
+   * Commits the workflow engine's rows and the actor state together
+   * (SQLite is the commit point; see docs/workflows.md).
+   */
+  saveStateAndWorkflowBatch(writes: Array<WorkflowKvWritePayload>): Promise<void>
   /** No-op (state-change hooks are driven by the TypeScript runtime). */
   beginOnStateChange(): void
   /** No-op, see `beginOnStateChange`. */
@@ -167,23 +197,6 @@ export declare class ActorContext {
   waitForTrackedShutdownWork(): Promise<boolean>
   /** Resolves at once, see `waitForTrackedShutdownWork`. */
   waitForTrackedShutdownWorkUnbounded(): Promise<void>
-  /** Not supported yet: rejects with `rivetkit-native.unsupported`. */
-  provisionActorRuntimeSocket(): Promise<JsActorRuntimeSocketEndpointInfo>
-  /**
-   * Not supported: the actor state lives in KV and the database on the
-   * page store, so no commit can span both. Rejects with
-   * `rivetkit-native.unsupported` (docs/sqlite.md).
-   */
-  beginStateTransaction(timeoutMs?: number | undefined | null): Promise<JsActorStateTransaction>
-  /** A workflow span that records nothing; its `ctx()` is this generation. */
-  startWorkflowSpan(): Promise<WorkflowSpan>
-  /** Always `null` (tracing disabled). */
-  startWorkflowStepSpan(stepName: string, attempt: number): WorkflowStepSpan | null
-  /**
-   * Commits the workflow engine's rows and the actor state together
-   * (SQLite is the commit point; see docs/workflows.md).
-   */
-  saveStateAndWorkflowBatch(writes: Array<WorkflowKvWritePayload>): Promise<void>
 }
 
 /** A cancellation signal shared between JavaScript and Rust. */
@@ -315,10 +328,17 @@ export declare class HttpResponseBodyStream {
   error(message: string): Promise<void>
 }
 
-/** A state + SQLite transaction (never handed out). */
+/** An open state transaction. */
 export declare class JsActorStateTransaction {
+  /** Runs one statement inside the transaction. */
   execute(sql: string, params?: Array<JsBindParam> | undefined | null): Promise<NativeExecuteResult>
+  /**
+   * Commits the statements and `payload.state` (the current state when
+   * absent) together; on a failure before the commit point everything
+   * is rolled back.
+   */
   commit(payload: StateDeltaPayload): Promise<void>
+  /** Rolls back (a no-op once it rolled back or timed out). */
   rollback(): Promise<void>
 }
 
@@ -532,16 +552,34 @@ export declare class WebSocket {
   setEventCallback(callback: (event: WebSocketEvent) => void): void
 }
 
-/** One open workflow run (no span recorded). */
+/**
+ * One run of a workflow function (`ctx.startWorkflowSpan`): an
+ * `actor.workflow` span until `finish`.
+ */
 export declare class WorkflowSpan {
-  /** The context workflow code runs under: the same generation. */
+  /**
+   * The handle workflow code runs under: the same generation, acting
+   * under this span (calls out and steps are its children).
+   */
   ctx(): ActorContext
+  /**
+   * Records the outcome (`completed`, `sleeping`, `failed`, ...) and
+   * closes the span; later calls do nothing.
+   */
   finish(outcome: string): Promise<void>
 }
 
-/** One open attempt at one workflow step (never handed out yet). */
+/**
+ * One attempt at one workflow step (`startWorkflowStepSpan` on a
+ * workflow run's handle): an `actor.workflow.step` span until `finish`.
+ */
 export declare class WorkflowStepSpan {
+  /** The handle the step's code runs under, acting under this span. */
   ctx(): ActorContext
+  /**
+   * Records the outcome (`ok`, `retry`, `failed`) and the error the
+   * step threw, and closes the span; later calls do nothing.
+   */
   finish(outcome: string, error?: string | undefined | null): void
 }
 
@@ -735,8 +773,8 @@ export interface JsActorKeySegment {
 }
 
 /**
- * Where the actor runtime socket listens (`provisionActorRuntimeSocket`,
- * not supported yet; declared here with the other runtime-side endpoints).
+ * Where the actor runtime socket listens: the path of a Unix domain
+ * socket, valid for this actor generation only.
  */
 export interface JsActorRuntimeSocketEndpointInfo {
   path: string

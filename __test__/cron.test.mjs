@@ -9,28 +9,12 @@ import { after, before, describe, test } from "node:test";
 
 import { createClient } from "rivetkit/client";
 
-import { interrupt, startApp, waitForOutput } from "./helpers/app.mjs";
+import { firstCall, isError, interrupt, startApp, waitForOutput } from "./helpers/app.mjs";
 import { startEngine, waitFor } from "./helpers/engine.mjs";
 
 const POOL = "cron";
-const RESOLVE_TIMEOUT = "route_resolve_query_timeout";
 /** Long enough for a few fires of a 5 s job (and a wake from sleep). */
 const FIRES_TIMEOUT_MS = 40_000;
-
-async function firstCall(t, what, call) {
-	try {
-		return await call();
-	} catch (err) {
-		if (err?.code !== RESOLVE_TIMEOUT) throw err;
-		t.diagnostic(`${what}: the engine did not place the new actor (${RESOLVE_TIMEOUT}); retrying once`);
-		return await call();
-	}
-}
-
-const isError = (group, code) => (err) => {
-	assert.equal(`${err.group}.${err.code}`, `${group}.${code}`, `${err.group}.${err.code}: ${err.message}`);
-	return true;
-};
 
 /** The hour and minute of `ms` on the clock of `timeZone`. */
 function wallClock(ms, timeZone) {

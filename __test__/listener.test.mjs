@@ -18,21 +18,8 @@ import { after, before, describe, test } from "node:test";
 
 import { createClient } from "rivetkit/client";
 
-import { freePort, interrupt, startApp, waitForOutput } from "./helpers/app.mjs";
+import { firstCall, freePort, interrupt, startApp, waitForOutput } from "./helpers/app.mjs";
 import { startEngine, upsertServerlessRunnerConfig, waitFor } from "./helpers/engine.mjs";
-
-const RESOLVE_TIMEOUT = "route_resolve_query_timeout";
-
-/** The first call to a new actor, retried once on engine 2.3.19's placement flake. */
-async function firstCall(t, what, call) {
-	try {
-		return await call();
-	} catch (err) {
-		if (err?.code !== RESOLVE_TIMEOUT) throw err;
-		t.diagnostic(`${what}: the engine did not place the new actor (${RESOLVE_TIMEOUT}); retrying once`);
-		return await call();
-	}
-}
 
 /** RivetKit re-raises the signal after its drain (or exits 130 as PID 1). */
 function assertInterrupted(exited, app) {

@@ -12,28 +12,11 @@ import { after, before, describe, test } from "node:test";
 import { createClient } from "rivetkit/client";
 
 import { actorJobs, native, serveActors } from "./helpers/actors.mjs";
-import { interrupt, startApp, waitForOutput } from "./helpers/app.mjs";
+import { firstCall, isError, interrupt, startApp, waitForOutput } from "./helpers/app.mjs";
 import { cborDecode, cborEncode } from "./helpers/client.mjs";
 import { getOrCreateActor, startEngine, waitFor } from "./helpers/engine.mjs";
 
 const POOL = "queues";
-const RESOLVE_TIMEOUT = "route_resolve_query_timeout";
-
-/** The first call to a new actor; engine 2.3.19 now and then never places it (retried once). */
-async function firstCall(t, what, call) {
-	try {
-		return await call();
-	} catch (err) {
-		if (err?.code !== RESOLVE_TIMEOUT) throw err;
-		t.diagnostic(`${what}: the engine did not place the new actor (${RESOLVE_TIMEOUT}); retrying once`);
-		return await call();
-	}
-}
-
-const isError = (group, code) => (err) => {
-	assert.equal(`${err.group}.${err.code}`, `${group}.${code}`, `${err.group}.${err.code}: ${err.message}`);
-	return true;
-};
 
 describe("queues on a RivetKit app", () => {
 	let engine;

@@ -11,21 +11,10 @@ import { after, before, describe, test } from "node:test";
 
 import { createClient } from "rivetkit/client";
 
-import { interrupt, startApp, waitForOutput } from "./helpers/app.mjs";
+import { firstCall, interrupt, startApp, waitForOutput } from "./helpers/app.mjs";
 import { startEngine } from "./helpers/engine.mjs";
 
 const POOL = "raw-hibernation";
-const RESOLVE_TIMEOUT = "route_resolve_query_timeout";
-
-async function firstCall(t, what, call) {
-	try {
-		return await call();
-	} catch (err) {
-		if (err?.code !== RESOLVE_TIMEOUT) throw err;
-		t.diagnostic(`${what}: the engine did not place the new actor (${RESOLVE_TIMEOUT}); retrying once`);
-		return await call();
-	}
-}
 
 /** Collects a WebSocket's text messages; `next()` resolves to the next one. */
 function inbox(ws) {

@@ -20,6 +20,7 @@ import { after, before, describe, test } from "node:test";
 // it comes from does not matter, so it is the root's devDependency.
 import { createClient } from "rivetkit/client";
 
+import { firstCall } from "./helpers/app.mjs";
 import { findFreePorts, gatewayFetch, waitFor } from "./helpers/engine.mjs";
 
 const EXIT_BOUND_MS = 5_000;
@@ -98,23 +99,6 @@ function assertInterrupted(app, exited) {
 }
 
 const RESOLVE_TIMEOUT = "route_resolve_query_timeout";
-
-/**
- * The first call to an actor that does not exist yet. Now and then engine
- * 2.3.19 never hands a new actor to the pool's host: no start command
- * reaches it, and the gateway answers `route_resolve_query_timeout` after
- * 15 s (seen with @rivetkit/rivetkit-napi as well). That one engine error
- * is retried once, visibly; everything else fails the test.
- */
-async function firstCall(t, what, call) {
-	try {
-		return await call();
-	} catch (err) {
-		if (err?.code !== RESOLVE_TIMEOUT) throw err;
-		t.diagnostic(`${what}: the engine did not start the new actor (${RESOLVE_TIMEOUT}); retrying once`);
-		return await call();
-	}
-}
 
 /** `handle.fetch` answers the engine's error as a response: throw it instead. */
 async function rawFetch(handle, path, init) {
@@ -330,9 +314,10 @@ describe("RivetKit example app on rivetkit-native", () => {
 		assert.deepEqual(names(/^(\w+ \S+) going to sleep/gm), woke, "every actor that woke went to sleep");
 	});
 
-	test("an unbuilt feature gives the client a structured error; the actor keeps serving", async (t) => {
+	test("a refused feature gives the client a structured error; the actor keeps serving", async (t) => {
 		// test/unsupported-server.mjs: the same actors plus `jobs`, whose
-		// `enqueue` uses the actor runtime socket, not built. Its own pool:
+		// `enqueue` uses the actor runtime socket without enabling it
+		// (`actor_runtime_socket.not_enabled`). Its own pool:
 		// after a pool's host restarted, engine 2.3.19 is slow to place new
 		// actors in that pool.
 		app = startApp("test/unsupported-server.mjs", port, { RIVET_POOL: FIXTURE_POOL });
@@ -342,13 +327,12 @@ describe("RivetKit example app on rivetkit-native", () => {
 		const jobs = fixture.jobs.getOrCreate(["unsupported"]);
 		assert.equal(await firstCall(t, "jobs", () => jobs.ping()), "pong (0 submitted)");
 
-		const isUnsupported = (err) => {
-			assert.equal(err.group, "rivetkit-native");
-			assert.equal(err.code, "unsupported");
-			assert.match(err.message, /provisionActorRuntimeSocket/);
+		const isRefused = (err) => {
+			assert.equal(err.group, "actor_runtime_socket");
+			assert.equal(err.code, "not_enabled");
 			return true;
 		};
-		await assert.rejects(jobs.enqueue({ task: "resize" }), isUnsupported);
+		await assert.rejects(jobs.enqueue({ task: "resize" }), isRefused);
 		assert.equal(await jobs.ping(), "pong (0 submitted)", "the actor keeps serving");
 		// `c.cron.every` reaches a native method RivetKit calls without
 		// decoding its error: the client still gets exactly our error, public.
@@ -362,7 +346,7 @@ describe("RivetKit example app on rivetkit-native", () => {
 
 		const conn = jobs.connect();
 		try {
-			await assert.rejects(conn.enqueue({ task: "resize" }), isUnsupported);
+			await assert.rejects(conn.enqueue({ task: "resize" }), isRefused);
 			assert.equal(await conn.ping(), "pong (0 submitted)", "the connection survives the error");
 		} finally {
 			await conn.dispose();

@@ -81,3 +81,21 @@ test("shutdown() before serve() settles serve() at once", async () => {
 	await r.shutdown();
 	await assert.rejects(async () => r.serve({ endpoint: engine.endpoint }), (err) => err.code === "napi.invalid_state");
 });
+
+test("serve() refuses malformed numbers in its config, naming the field", async () => {
+	for (const [field, value] of [
+		["drainTimeoutMs", Number.NaN],
+		["envoyConnectTimeoutMs", -1],
+		["engineStartTimeoutMs", Number.POSITIVE_INFINITY],
+		["version", 1.5],
+		["enginePort", -80],
+		["serverlessMaxStartPayloadBytes", 2 ** 40],
+	]) {
+		const r = registry();
+		await assert.rejects(r.serve({ endpoint: engine.endpoint, poolName: uniquePool(), engineSpawn: "never", [field]: value }), (err) => {
+			assert.equal(err.code, "napi.invalid_argument", `${field}: ${err.message}`);
+			assert.equal(err.metadata?.argument, `config.${field}`);
+			return true;
+		});
+	}
+});

@@ -11,26 +11,10 @@ import { after, before, describe, test } from "node:test";
 import { createClient } from "rivetkit/client";
 
 import { native } from "./helpers/actors.mjs";
-import { freePort, interrupt, recordingProxy, startApp, waitForOutput } from "./helpers/app.mjs";
+import { firstCall, freePort, interrupt, recordingProxy, startApp, waitForOutput } from "./helpers/app.mjs";
 import { startEngine, upsertServerlessRunnerConfig, waitFor } from "./helpers/engine.mjs";
 
 const POOL = "serverless-app";
-const RESOLVE_TIMEOUT = "route_resolve_query_timeout";
-
-/**
- * The first call to a new actor. Engine 2.3.19 now and then never places
- * a new actor (the gateway answers `route_resolve_query_timeout` after
- * 15 s, with the reference addon too): that one error is retried once.
- */
-async function firstCall(t, what, call) {
-	try {
-		return await call();
-	} catch (err) {
-		if (err?.code !== RESOLVE_TIMEOUT) throw err;
-		t.diagnostic(`${what}: the engine did not place the new actor (${RESOLVE_TIMEOUT}); retrying once`);
-		return await call();
-	}
-}
 
 const starts = (proxy) => proxy.requests.filter((r) => r.path.endsWith("/start") && r.status === 200);
 const pings = (record) => record.chunks.join("").split("event: ping").length - 1;

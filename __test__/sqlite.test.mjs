@@ -362,6 +362,15 @@ describe("c.db in a RivetKit 2.3.19 app with the official client", () => {
 		assert.deepEqual(await notes.list(), ["a", "b"]);
 	});
 
+	test("a transaction with includeState commits its statements and the state together, or neither", async (t) => {
+		const ledger = client.ledger.getOrCreate(["state-tx"]);
+		assert.equal(await firstCall(t, () => ledger.deposit(5)), 5);
+		assert.equal(await ledger.deposit(7), 12);
+		// A plain Error reaches the client as RivetKit hides it (internal_error).
+		await assert.rejects(ledger.failingDeposit(100));
+		assert.deepEqual(await ledger.read(), { balance: 12, entries: 2, total: 12 });
+	});
+
 	test("SQL errors reach the action and the client as the reference reports them", async (t) => {
 		const notes = client.notes.getOrCreate(["errors"]);
 		await firstCall(t, () => notes.add("taken"));
@@ -418,11 +427,15 @@ describe("c.db in a RivetKit 2.3.19 app with the official client", () => {
 		await notes.add("acked 3");
 		const todos = client.todos.getOrCreate(["killed-todos"]);
 		assert.equal(await firstCall(t, () => todos.addMany(["acked"])), 1);
+		const ledger = client.ledger.getOrCreate(["killed-ledger"]);
+		assert.equal(await firstCall(t, () => ledger.deposit(3)), 3);
+		assert.equal(await ledger.deposit(4), 7);
 		app.child.kill("SIGKILL");
 		await app.exit;
 		app = await startApp();
 		assert.deepEqual(await untilServed(() => notes.list()), ["acked 1", "acked 2", "acked 3"]);
 		assert.deepEqual(await untilServed(() => todos.list()), [{ id: 1, title: "acked", done: false }]);
+		assert.deepEqual(await untilServed(() => ledger.read()), { balance: 7, entries: 2, total: 7 });
 	});
 
 	test("data survives a graceful restart of the host", async () => {

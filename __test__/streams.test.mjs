@@ -19,23 +19,12 @@ import { after, before, describe, test } from "node:test";
 
 import { createClient } from "rivetkit/client";
 
-import { interrupt, startApp, waitForOutput } from "./helpers/app.mjs";
+import { firstCall, interrupt, startApp, waitForOutput } from "./helpers/app.mjs";
 import { startEngine } from "./helpers/engine.mjs";
 
 const POOL = "streams";
-const RESOLVE_TIMEOUT = "route_resolve_query_timeout";
 const MiB = 1024 * 1024;
 const UPLOAD_BYTES = Number(process.env.UPLOAD_MIB ?? 50) * MiB;
-
-async function firstCall(t, what, call) {
-	try {
-		return await call();
-	} catch (err) {
-		if (err?.code !== RESOLVE_TIMEOUT) throw err;
-		t.diagnostic(`${what}: the engine did not place the new actor (${RESOLVE_TIMEOUT}); retrying once`);
-		return await call();
-	}
-}
 
 /**
  * The handle of `streamer` `key`, placed: its first call retried once on

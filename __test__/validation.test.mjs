@@ -193,6 +193,21 @@ describe("context, schedule, kv, conn and websocket arguments on the real engine
 		});
 	});
 
+	test("saveStateAndWorkflowBatch and beginStateTransaction refuse malformed arguments", async () => {
+		const id = await create("workflow-batch");
+		await inActor(id, async (ctx) => {
+			await rejectsInvalid(ctx.saveStateAndWorkflowBatch("rows"), "writes");
+			await rejectsInvalid(ctx.saveStateAndWorkflowBatch([42]), "writes[0]");
+			await rejectsInvalid(ctx.saveStateAndWorkflowBatch([{ key: "k", value: B("v") }]), "writes[0]");
+			await rejectsInvalid(ctx.beginStateTransaction(-1), "timeoutMs");
+			const tx = await ctx.beginStateTransaction(5_000);
+			await rejectsInvalid(tx.execute(42), "sql");
+			await rejectsInvalid(tx.commit("state"), "payload");
+			await tx.rollback();
+			await ctx.saveStateAndWorkflowBatch([{ key: B("k"), value: B("v") }]);
+		});
+	});
+
 	test("requestSave / requestSaveAndWait: maxWaitMs must be a finite, non-negative number", async () => {
 		const id = await create("request-save");
 		await inActor(id, async (ctx) => {

@@ -32,9 +32,10 @@
 //         one action each (they stay awake: sleepTimeout 10 min), divided by
 //         the actors woken. These hosts stay
 //         up, idle, until the end: stopping one would leave the engine busy
-//         with its actors while the other side is measured.
+//         with its actors while the other side is measured. At the end each
+//         gets a SIGINT with those actors live (SIGINT → exit with 1000).
 // Order: theirs' start-up, ours, the actions in turns, theirs' SIGINT,
-// ours, theirs rss, ours rss.
+// ours, theirs rss, ours rss, theirs' SIGINT with 1000, ours.
 //
 // Knobs (environment): BENCH_COMPARE_HTTP=150, BENCH_COMPARE_WS=300
 // (sequential actions measured), BENCH_ACTORS_SIGINT=100,
@@ -439,6 +440,15 @@ function report(results, options) {
 			oursBound: o.exit?.timedOut ? bound : undefined,
 		}),
 	});
+	rows.push({
+		figure: `SIGINT → exit ms (${t.manyActors ?? "-"} / ${o.manyActors ?? "-"} live actors)`,
+		theirs: exitText(t.exitMany, bound),
+		ours: exitText(o.exitMany, bound),
+		ratio: ratio(o.exitMany?.ms ?? Number.NaN, t.exitMany?.ms ?? Number.NaN, {
+			theirsBound: t.exitMany?.timedOut ? bound : undefined,
+			oursBound: o.exitMany?.timedOut ? bound : undefined,
+		}),
+	});
 	rows.push({ figure: "for information:", theirs: "", ours: "", ratio: "" });
 	row("  process spawn → envoy registered ms (median)", (s) => s.envoyMs, 0);
 	rows.push({
@@ -488,7 +498,9 @@ export async function runComparison({ engine, options = compareOptions(), log = 
 		for (const spec of options.phases.includes("rss") ? SIDES : []) {
 			try {
 				const idleBefore = await Promise.all(idle.map((h) => h.cpu()));
-				idle.push(await rssPhase({ engine, spec, options, out: results[spec.side], log }));
+				const rssHost = await rssPhase({ engine, spec, options, out: results[spec.side], log });
+				rssHost.spec = spec;
+				idle.push(rssHost);
 				const idleAfter = await Promise.all(idle.slice(0, idleBefore.length).map((h) => h.cpu()));
 				idleAfter.forEach((after, i) =>
 					log(`compare: the idle ${idle[i].impl} host used ${fmt(cpuMs(after) - cpuMs(idleBefore[i]), 0)} ms of CPU meanwhile`),
@@ -497,6 +509,18 @@ export async function runComparison({ engine, options = compareOptions(), log = 
 				results[spec.side].notes.push(`RSS phase failed: ${err.message}`);
 				log(`compare: ${spec.label} RSS phase failed: ${err.stack ?? err.message}`);
 			}
+		}
+		// The RSS hosts still hold their live actors: SIGINT → exit with
+		// them, one side after the other.
+		while (idle.length) {
+			const host = idle.shift();
+			const out = results[host.spec.side];
+			out.manyActors = out.rssActors;
+			out.exitMany = await sigintToExit(host, options.exitBoundMs);
+			log(
+				`${host.spec.label}: SIGINT with ${out.manyActors} live actors → ` +
+					(out.exitMany.timedOut ? `no exit within ${options.exitBoundMs / 1000} s (killed)` : `exit in ${fmt(out.exitMany.ms, 0)} ms`),
+			);
 		}
 	} finally {
 		await Promise.all(idle.map((host) => host.kill()));

@@ -3,9 +3,9 @@
 //! Each hook call hands JavaScript a fresh wrapper around the same core
 //! context (an `Arc`), so every method reads live state.
 //!
-//! Only what works is here. The methods of the `@rivetkit/rivetkit-napi`
-//! surface that are not built yet, or are no-ops, are `impl ActorContext`
-//! blocks in `crate::unsupported` (one per feature); napi-rs merges them
+//! The methods of each feature (SQLite state transactions, workflows,
+//! tracing, the inspector, the runtime socket, the bookkeeping no-ops) are
+//! `impl ActorContext` blocks in the feature's module; napi-rs merges them
 //! into the one `ActorContext` class.
 
 use napi::bindgen_prelude::{Buffer, Function, Object, ObjectRef, Promise, PromiseRaw, Unknown};
@@ -29,11 +29,14 @@ pub struct ActorContext {
     /// The JavaScript application span this handle acts under
     /// (`withApplicationSpan`), parent of the spans it opens.
     pub(crate) app_span: Option<crate::telemetry::SpanContext>,
+    /// True for the handle of a workflow run or step (`WorkflowSpan.ctx`):
+    /// only those open step spans.
+    pub(crate) in_workflow: bool,
 }
 
 impl From<CoreContext> for ActorContext {
     fn from(inner: CoreContext) -> Self {
-        Self { inner, app_span: None }
+        Self { inner, app_span: None, in_workflow: false }
     }
 }
 
@@ -341,8 +344,8 @@ impl ActorContext {
         Ok(signal)
     }
 
-    /// Scheduled actions (`after`, `at`, `cancel`, `get`, `list`); its cron
-    /// methods reject with `rivetkit-native.unsupported`.
+    /// Scheduled actions (`after`, `at`, `cancel`, `get`, `list`) and cron
+    /// jobs (`cronSet`, `cronEvery`, ...).
     #[napi]
     pub fn schedule(&self) -> crate::schedule::Schedule {
         crate::schedule::Schedule { ctx: self.inner.clone() }

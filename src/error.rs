@@ -29,7 +29,7 @@ use std::future::Future;
 
 use napi::bindgen_prelude::{JsObjectValue, JsValue, Object, PromiseRaw, ToNapiValue, Unknown};
 use napi::{Env, JsError, Status};
-use rivetkit_native_core::error::{catalog, public_status};
+use rivetkit_native_core::error::public_status;
 use rivetkit_native_core::{ActorSpecifier, RivetError};
 use serde_json::{json, Value};
 
@@ -190,20 +190,6 @@ pub fn throw(env: &Env, err: RivetError) -> napi::Error {
     to_js_error(env, err.into_anyhow())
 }
 
-/// The error thrown by a synchronous method of a feature not built yet
-/// (`rivetkit-native.unsupported`, see `crate::unsupported`).
-#[allow(dead_code)]
-pub(crate) fn unsupported(env: &Env, feature: &str) -> napi::Error {
-    to_js_error(env, catalog::unsupported(feature).into_anyhow())
-}
-
-/// A promise rejected with the unsupported error, for asynchronous methods.
-/// The Rust value type is irrelevant (it never resolves); the TypeScript
-/// type comes from each method's `ts_return_type`.
-pub(crate) fn reject_unsupported<'env>(env: &'env Env, feature: &'static str) -> napi::Result<PromiseRaw<'env, ()>> {
-    spawn_promise(env, async move { Err(catalog::unsupported(feature).into_anyhow()) })
-}
-
 fn log_if_internal(bridged: &BridgedError, err: &anyhow::Error) {
     if bridged.error.group == "core" && bridged.error.code == "internal_error" {
         tracing::warn!(error = %format!("{err:#}"), "internal error returned to JavaScript");
@@ -264,7 +250,7 @@ pub fn from_js_reason(callback: &str, reason: &str) -> anyhow::Error {
 /// An error of ours that RivetKit's TypeScript runtime re-wraps without
 /// decoding it (it does so for a native method it calls directly, such as
 /// `schedule().cronEvery` behind `c.cron.every`) arrives as a payload whose
-/// `code` is our qualified `err.code` (`rivetkit-native.unsupported`), whose
+/// `code` is our qualified `err.code` (`schedule.invalid_interval`), whose
 /// `message` is our own bridged message and which is not public. The
 /// innermost payload is the real error, so it wins; a `code` that repeats
 /// its group (`group.code`) is reduced to the bare code.
@@ -357,17 +343,21 @@ mod tests {
     fn rewrapped_error_of_ours_is_decoded_to_the_original() {
         // What RivetKit 2.3.19 sends back for `c.cron.every`: our error's
         // `group`, its qualified `code`, and our bridged message as message.
-        let ours = BridgedError::from_anyhow(&catalog::unsupported("Schedule.cronEvery").into_anyhow());
+        let ours = BridgedError::from_anyhow(
+            &RivetError::new("schedule", "invalid_interval", "Schedule interval must be at least 5000 ms.")
+                .with_metadata(json!({"intervalMs": 1000}))
+                .into_anyhow(),
+        );
         let rewrapped = format!(
             "Error: {BRIDGE_PREFIX}{}",
-            json!({"group": "rivetkit-native", "code": "rivetkit-native.unsupported",
+            json!({"group": "schedule", "code": "schedule.invalid_interval",
                    "message": ours.to_message(), "public": false, "statusCode": 500,
                    "actor": {"actorId": "a", "generation": 1}})
         );
         let bridged = parse_bridged(&rewrapped).unwrap();
-        assert_eq!(bridged.error.qualified_code(), "rivetkit-native.unsupported");
-        assert_eq!(bridged.error.message, "Schedule.cronEvery is not supported by rivetkit-native yet.");
-        assert_eq!(bridged.error.metadata, Some(json!({"feature": "Schedule.cronEvery"})));
+        assert_eq!(bridged.error.qualified_code(), "schedule.invalid_interval");
+        assert_eq!(bridged.error.message, "Schedule interval must be at least 5000 ms.");
+        assert_eq!(bridged.error.metadata, Some(json!({"intervalMs": 1000})));
         assert_eq!((bridged.public, bridged.status_code), (true, 400));
         assert_eq!(bridged.error.actor.unwrap().actor_id, "a");
 

@@ -179,6 +179,7 @@ impl JsActorConfig {
                     hidden: tab.hidden.unwrap_or(false),
                 })
                 .collect(),
+            enable_actor_runtime_socket: self.enable_actor_runtime_socket.unwrap_or(d.enable_actor_runtime_socket),
         })
     }
 }

@@ -15,10 +15,11 @@
 //!    (`ConnHandle`), [`kv`], [`schedule`], [`sqlite`] (`JsNativeDatabase`),
 //!    [`websocket`] (`WebSocket`),
 //!    then [`actor_context`] (`ActorContext`, which hands out the others),
-//!    and [`queue`] (`Queue`, `QueueMessage`, and `ctx.queue()`);
-//! 4. [`unsupported`]: the rest of the `@rivetkit/rivetkit-napi` surface,
-//!    declared so the TypeScript runtime loads and failing only when used,
-//!    including `ActorContext`'s unsupported and no-op methods;
+//!    [`queue`] (`Queue`, `QueueMessage`, and `ctx.queue()`) and
+//!    [`runtime_socket`] (`ctx.provisionActorRuntimeSocket()`);
+//! 4. the rest of `ActorContext`, by feature: [`state_transaction`],
+//!    [`workflow`], [`telemetry`], [`inspector`], [`body_stream`], and
+//!    [`bookkeeping`] (the runtime's no-op bookkeeping calls);
 //! 5. [`hooks`]: the hook payloads and the JavaScript callbacks as the
 //!    core's `ActorHooks`;
 //! 6. [`factory`] (`NapiActorFactory`), then [`registry`] (`CoreRegistry`);
@@ -42,15 +43,18 @@ pub mod conn;
 pub mod kv;
 pub mod schedule;
 pub mod sqlite;
+pub mod state_transaction;
 pub mod websocket;
 
 pub mod actor_context;
 pub mod body_stream;
 pub mod inspector;
 pub mod queue;
+pub mod runtime_socket;
 pub mod telemetry;
+pub mod workflow;
 
-pub mod unsupported;
+pub mod bookkeeping;
 
 pub mod hooks;
 

@@ -43,7 +43,7 @@ fn factory_of(value: &Unknown<'_>) -> Option<ActorFactory> {
 #[napi(object)]
 #[derive(Default)]
 pub struct JsServeConfig {
-    pub version: Option<u32>,
+    pub version: Option<f64>,
     pub endpoint: Option<String>,
     pub token: Option<String>,
     pub namespace: Option<String>,
@@ -52,7 +52,7 @@ pub struct JsServeConfig {
     pub start_services: Option<bool>,
     pub services_binary_path: Option<String>,
     pub engine_host: Option<String>,
-    pub engine_port: Option<u32>,
+    pub engine_port: Option<f64>,
     pub handle_inspector_http_in_runtime: Option<bool>,
     /// A bearer token every actor's inspector accepts (RivetKit's test
     /// mode); the actors' own tokens are then not consulted.
@@ -63,24 +63,28 @@ pub struct JsServeConfig {
     pub serverless_client_namespace: Option<String>,
     pub serverless_client_token: Option<String>,
     pub serverless_validate_endpoint: Option<bool>,
-    pub serverless_max_start_payload_bytes: Option<u32>,
+    pub serverless_max_start_payload_bytes: Option<f64>,
     /// `"auto"` (default: spawn or reuse a local engine for a loopback
     /// endpoint), `"always"` or `"never"`. Default from `RIVETKIT_ENGINE_SPAWN`.
     #[napi(ts_type = "'auto' | 'always' | 'never'")]
     pub engine_spawn: Option<String>,
     /// Upper bound of the shutdown drain (default 30 s, `RIVETKIT_DRAIN_TIMEOUT_MS`).
-    pub drain_timeout_ms: Option<u32>,
+    pub drain_timeout_ms: Option<f64>,
     /// How long to wait for a spawned engine to become healthy (default 10 s).
-    pub engine_start_timeout_ms: Option<u32>,
+    pub engine_start_timeout_ms: Option<f64>,
     /// How long to wait for the engine to accept this host (default 30 s).
-    pub envoy_connect_timeout_ms: Option<u32>,
+    pub envoy_connect_timeout_ms: Option<f64>,
 }
 
 impl JsServeConfig {
     pub(crate) fn into_core(self) -> anyhow::Result<ServeConfig> {
         let mut c = ServeConfig::from_env()?;
-        if let Some(v) = self.version {
-            c.version = v;
+        // Numbers are checked (a NaN, a negative or a fraction is refused
+        // with napi.invalid_argument naming the field, never read as 0).
+        let field = |name: &str| format!("config.{name}");
+        let invalid = |e: RivetError| e.into_anyhow();
+        if let Some(v) = args::field_size(&field("version"), self.version, u64::from(u32::MAX)).map_err(invalid)? {
+            c.version = v as u32;
         }
         if let Some(v) = self.endpoint {
             c.endpoint = v;
@@ -100,10 +104,18 @@ impl JsServeConfig {
         if self.engine_host.is_some() {
             c.engine_host = self.engine_host;
         }
-        if let Some(port) = self.engine_port {
+        if let Some(port) =
+            args::field_size(&field("enginePort"), self.engine_port, u64::from(u32::MAX)).map_err(invalid)?
+        {
             c.engine_port =
                 Some(u16::try_from(port).map_err(|_| invalid_config(format!("enginePort {port} is not a port")))?);
         }
+        args::field_size(
+            &field("serverlessMaxStartPayloadBytes"),
+            self.serverless_max_start_payload_bytes,
+            u64::from(u32::MAX),
+        )
+        .map_err(invalid)?;
         if let Some(mode) = self.engine_spawn {
             c.engine_spawn = match mode.as_str() {
                 "auto" => EngineSpawnMode::Auto,
@@ -116,14 +128,18 @@ impl JsServeConfig {
                 }
             };
         }
-        if let Some(ms) = self.drain_timeout_ms {
-            c.drain_cap = Some(Duration::from_millis(u64::from(ms)));
+        if let Some(ms) = args::field_duration_ms(&field("drainTimeoutMs"), self.drain_timeout_ms).map_err(invalid)? {
+            c.drain_cap = Some(Duration::from_millis(ms));
         }
-        if let Some(ms) = self.engine_start_timeout_ms {
-            c.engine_start_timeout = Duration::from_millis(u64::from(ms));
+        if let Some(ms) =
+            args::field_duration_ms(&field("engineStartTimeoutMs"), self.engine_start_timeout_ms).map_err(invalid)?
+        {
+            c.engine_start_timeout = Duration::from_millis(ms);
         }
-        if let Some(ms) = self.envoy_connect_timeout_ms {
-            c.envoy_connect_timeout = Duration::from_millis(u64::from(ms));
+        if let Some(ms) =
+            args::field_duration_ms(&field("envoyConnectTimeoutMs"), self.envoy_connect_timeout_ms).map_err(invalid)?
+        {
+            c.envoy_connect_timeout = Duration::from_millis(ms);
         }
         if let Some(v) = self.serverless_package_version {
             c.serverless_package_version = v;

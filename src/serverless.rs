@@ -228,6 +228,7 @@ pub(crate) fn settings_from(config: &JsServeConfig) -> ServerlessSettings {
         validate_endpoint: config.serverless_validate_endpoint.unwrap_or(true),
         max_start_payload_bytes: config
             .serverless_max_start_payload_bytes
+            // Checked to be a whole number within u32 by `into_core`.
             .map(|n| n as usize)
             .unwrap_or(DEFAULT_MAX_START_PAYLOAD_BYTES),
     }

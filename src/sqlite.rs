@@ -120,7 +120,7 @@ fn query_result(result: CoreQueryResult) -> QueryResult {
     QueryResult { columns: result.columns, rows: rows(result.rows) }
 }
 
-fn execute_result(result: CoreExecuteResult) -> NativeExecuteResult {
+pub(crate) fn execute_result(result: CoreExecuteResult) -> NativeExecuteResult {
     NativeExecuteResult {
         columns: result.columns,
         rows: rows(result.rows),
@@ -179,7 +179,7 @@ fn integer(argument: &str, value: Unknown<'_>) -> ArgResult<i64> {
     Ok(n as i64)
 }
 
-fn bind_params(argument: &str, value: Option<Unknown<'_>>) -> ArgResult<Option<Vec<BindParam>>> {
+pub(crate) fn bind_params(argument: &str, value: Option<Unknown<'_>>) -> ArgResult<Option<Vec<BindParam>>> {
     match value.filter(|v| !args::is_nullish(v)) {
         None => Ok(None),
         Some(value) => args::list(argument, value, bind_param).map(Some),
@@ -204,7 +204,7 @@ fn batch(value: Unknown<'_>) -> ArgResult<Vec<BatchStatement>> {
 }
 
 /// A transaction timeout: a positive, finite number of ms.
-fn timeout(value: Option<Unknown<'_>>) -> ArgResult<Option<Duration>> {
+pub(crate) fn timeout(value: Option<Unknown<'_>>) -> ArgResult<Option<Duration>> {
     let Some(ms) = args::opt_number("timeoutMs", value)? else {
         return Ok(None);
     };
@@ -225,6 +225,7 @@ macro_rules! read_or_reject {
         }
     }};
 }
+pub(crate) use read_or_reject;
 
 /// The actor's SQLite database, stored on the engine's page store
 /// (docs/sqlite.md).

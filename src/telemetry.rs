@@ -17,6 +17,8 @@ use napi::bindgen_prelude::PromiseRaw;
 use napi::Env;
 use napi_derive::napi;
 
+use rivetkit_native_core::actor::ActorContext as CoreContext;
+
 use crate::actor_context::ActorContext;
 use crate::error::spawn_promise;
 
@@ -68,7 +70,7 @@ impl SpanContext {
     }
 
     /// A child of `parent` (or the root of a new, sampled trace).
-    fn child_of(parent: Option<&SpanContext>) -> Self {
+    pub(crate) fn child_of(parent: Option<&SpanContext>) -> Self {
         match parent {
             Some(parent) => Self {
                 trace_id: parent.trace_id.clone(),
@@ -123,8 +125,7 @@ pub fn shutdown_telemetry(env: &Env) -> napi::Result<PromiseRaw<'_, ()>> {
 /// `actor.call` span until `finish`.
 #[napi]
 pub struct OutboundCall {
-    context: SpanContext,
-    span: Mutex<Option<tracing::Span>>,
+    span: TracedSpan,
 }
 
 #[napi]
@@ -132,26 +133,54 @@ impl OutboundCall {
     /// The call span's W3C context, for the callee to parent to.
     #[napi(ts_return_type = "JsActorInvocationSpanContext | null")]
     pub fn span_context(&self) -> Option<JsActorInvocationSpanContext> {
-        Some(self.context.to_js())
+        Some(self.span.context.to_js())
     }
 
     /// Records the outcome and closes the span; later calls do nothing.
     #[napi(ts_args_type = "error?: string | undefined | null")]
     pub fn finish(&self, error: Option<String>) {
+        let outcome = if error.is_some() { "error" } else { "ok" };
+        self.span.finish(outcome, error.as_deref(), "call finished");
+    }
+}
+
+/// A `tracing` span with its W3C context, closed once.
+pub(crate) struct TracedSpan {
+    pub(crate) context: SpanContext,
+    span: Mutex<Option<tracing::Span>>,
+}
+
+impl TracedSpan {
+    pub(crate) fn new(context: SpanContext, span: tracing::Span) -> Self {
+        Self { context, span: Mutex::new(Some(span)) }
+    }
+
+    /// A handle on `ctx`'s generation acting under this span, inside a
+    /// workflow run.
+    pub(crate) fn handle(&self, ctx: &CoreContext) -> ActorContext {
+        let mut handle = ActorContext::from(ctx.clone());
+        handle.app_span = Some(self.context.clone());
+        handle.in_workflow = true;
+        handle
+    }
+
+    /// Records the outcome (and error) and closes the span; later calls
+    /// do nothing.
+    pub(crate) fn finish(&self, outcome: &str, error: Option<&str>, message: &'static str) {
         let Some(span) = self.span.lock().unwrap_or_else(|p| p.into_inner()).take() else {
             return;
         };
         match error {
-            Some(error) => tracing::debug!(parent: &span, outcome = "error", %error, "call finished"),
-            None => tracing::debug!(parent: &span, outcome = "ok", "call finished"),
+            Some(error) => tracing::debug!(parent: &span, outcome, error, "{message}"),
+            None => tracing::debug!(parent: &span, outcome, "{message}"),
         }
     }
 }
 
-impl Drop for OutboundCall {
+impl Drop for TracedSpan {
     fn drop(&mut self) {
         if let Some(span) = self.span.get_mut().unwrap_or_else(|p| p.into_inner()).take() {
-            tracing::debug!(parent: &span, outcome = "cancelled", "call dropped unfinished");
+            tracing::debug!(parent: &span, outcome = "cancelled", "span dropped unfinished");
         }
     }
 }
@@ -188,7 +217,7 @@ impl ActorContext {
             span_id = %context.span_id,
             parent_span_id = self.app_span.as_ref().map(|p| p.span_id.as_str()),
         );
-        Some(OutboundCall { context, span: Mutex::new(Some(span)) })
+        Some(OutboundCall { span: TracedSpan::new(context, span) })
     }
 }
 

@@ -138,7 +138,6 @@ pub fn public_status(group: &str, code: &str) -> Option<u16> {
             | "complete_not_configured"
             | "timed_out",
         ) => 400,
-        ("rivetkit-native", "unsupported") => 400,
         _ => return None,
     })
 }
@@ -205,11 +204,6 @@ pub mod catalog {
     }
     pub fn registry_shut_down() -> RivetError {
         RivetError::new("registry", "shut_down", "The registry is shut down.")
-    }
-    /// A feature that rivetkit-native does not implement yet.
-    pub fn unsupported(feature: &str) -> RivetError {
-        RivetError::new("rivetkit-native", "unsupported", format!("{feature} is not supported by rivetkit-native yet."))
-            .with_metadata(json!({ "feature": feature }))
     }
 }
 

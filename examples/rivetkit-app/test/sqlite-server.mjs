@@ -168,6 +168,39 @@ const quiet = actor({
 	options: { sleepTimeout: 60_000 },
 });
 
-export const registry = setup({ use: { notes, todos, quiet } });
+// State and SQL committed together: `db.transaction(fn, { experimental:
+// { includeState: true } })` (ctx.beginStateTransaction).
+const includeState = { experimental: { includeState: true } };
+const ledger = actor({
+	db: db({
+		onMigrate: async (db) => {
+			await db.execute("CREATE TABLE IF NOT EXISTS entries (id INTEGER PRIMARY KEY, amount INTEGER NOT NULL)");
+		},
+	}),
+	state: { balance: 0 },
+	actions: {
+		deposit: async (c, amount) =>
+			await c.db.transaction(async (tx) => {
+				await tx.execute("INSERT INTO entries (amount) VALUES (?)", amount);
+				c.state.balance += amount;
+				return c.state.balance;
+			}, includeState),
+		// Throws after its insert and its state change: neither stays.
+		failingDeposit: async (c, amount) =>
+			await c.db.transaction(async (tx) => {
+				await tx.execute("INSERT INTO entries (amount) VALUES (?)", amount);
+				c.state.balance += amount;
+				throw new Error("declined");
+			}, includeState),
+		read: async (c) => {
+			const rows = await c.db.execute("SELECT COUNT(*) AS n, COALESCE(SUM(amount), 0) AS total FROM entries");
+			return { balance: c.state.balance, entries: Number(rows[0].n), total: Number(rows[0].total) };
+		},
+	},
+	...lifecycle("ledger"),
+	options: { sleepTimeout: 60_000, actionTimeout: 30_000 },
+});
+
+export const registry = setup({ use: { notes, todos, quiet, ledger } });
 
 registry.start();

@@ -1,6 +1,6 @@
 // Test fixture (not part of the example): the app's actors plus `jobs`,
-// which uses a RivetKit feature that rivetkit-native has not built (the
-// actor runtime socket), and gets a schedule error from `c.cron`. Lives
+// which uses a RivetKit feature its options do not enable (the actor
+// runtime socket), and gets a schedule error from `c.cron`. Lives
 // inside the example so that "rivetkit" resolves from the example's own
 // node_modules, like the app's modules do.
 //
@@ -13,7 +13,8 @@ import { registry as app } from "../src/registry.mjs";
 const jobs = actor({
 	state: { submitted: 0 },
 	actions: {
-		// `c.actorRuntimeSocket()` fails with `rivetkit-native.unsupported`.
+		// `c.actorRuntimeSocket()` fails with `actor_runtime_socket.not_enabled`
+		// (the option `enableActorRuntimeSocket` is not set).
 		enqueue: async (c) => {
 			await c.actorRuntimeSocket();
 			c.state.submitted += 1;

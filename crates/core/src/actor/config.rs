@@ -46,6 +46,9 @@ pub struct ActorConfig {
     pub actions: Vec<String>,
     /// The inspector's tab descriptors (`inspectorTabs`).
     pub inspector_tabs: Vec<InspectorTab>,
+    /// Whether a generation may provision its runtime socket
+    /// (`enableActorRuntimeSocket`, experimental; docs/runtime-socket.md).
+    pub enable_actor_runtime_socket: bool,
 }
 
 /// One entry of the inspector's tab list: a custom tab (`label` set), or a
@@ -89,6 +92,7 @@ impl Default for ActorConfig {
             has_database: false,
             actions: Vec::new(),
             inspector_tabs: Vec::new(),
+            enable_actor_runtime_socket: false,
         }
     }
 }

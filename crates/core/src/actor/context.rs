@@ -81,12 +81,16 @@ struct Inner {
     /// The SQLite database, created on the first `sqlite()` (it opens on
     /// its first statement; see [`crate::sqlite`]).
     sqlite: std::sync::OnceLock<crate::sqlite::ActorDatabase>,
+    /// The runtime socket (docs/runtime-socket.md), provisioned on demand
+    /// and closed when the generation stops.
+    runtime_socket: super::runtime_socket::RuntimeSocket,
     /// The hooks, for workflow flushes that must serialize the state
     /// (set when the generation starts; docs/workflows.md).
     hooks: std::sync::OnceLock<Arc<dyn super::ActorHooks>>,
-    /// Serializes workflow flushes; holds the workflow revision last
-    /// written to KV (`None` until read this generation).
-    workflow_mark: tokio::sync::Mutex<Option<u64>>,
+    /// Serializes workflow flushes, state transactions and state saves;
+    /// holds the workflow revision last written to KV (`None` until read
+    /// this generation).
+    workflow_mark: Arc<tokio::sync::Mutex<Option<u64>>>,
 }
 
 /// Identity of a generation, as the engine gives it on start.
@@ -159,8 +163,9 @@ impl ActorContext {
             ended_conns: Mutex::default(),
             ended_conns_changed: tokio::sync::Notify::new(),
             sqlite: std::sync::OnceLock::new(),
+            runtime_socket: super::runtime_socket::RuntimeSocket::new(config.enable_actor_runtime_socket),
             hooks: std::sync::OnceLock::new(),
-            workflow_mark: tokio::sync::Mutex::new(None),
+            workflow_mark: Arc::new(tokio::sync::Mutex::new(None)),
         }))
     }
 
@@ -264,13 +269,21 @@ impl ActorContext {
     /// generation hold.
     pub(crate) fn end_writes_now(&self) {
         self.0.writes_closed.cancel();
-        if let Some(db) = self.0.sqlite.get().filter(|db| !db.is_shut()) {
-            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-                let (db, hold) = (db.clone(), self.hold_generation());
-                runtime.spawn(async move {
-                    db.close_for_generation_end().await;
-                    drop(hold);
-                });
+        let db = self.0.sqlite.get().filter(|db| !db.is_shut()).cloned();
+        let socket_open = self.0.runtime_socket.path().is_some();
+        if db.is_some() || socket_open {
+            match tokio::runtime::Handle::try_current() {
+                Ok(runtime) => {
+                    let (ctx, hold) = (self.clone(), self.hold_generation());
+                    runtime.spawn(async move {
+                        ctx.0.runtime_socket.shutdown().await;
+                        if let Some(db) = db {
+                            db.close_for_generation_end().await;
+                        }
+                        drop(hold);
+                    });
+                }
+                Err(_) => self.0.runtime_socket.shutdown_now(),
             }
         }
         self.0
@@ -293,6 +306,37 @@ impl ActorContext {
         })
     }
 
+    // --- runtime socket ---------------------------------------------------
+
+    /// Provisions the generation's runtime socket (once; later calls give
+    /// the same path): `actor_runtime_socket.not_enabled` unless the actor
+    /// type enabled it, `.closed` once the generation stopped,
+    /// `.database_unavailable` on a host without a page store.
+    pub fn provision_runtime_socket(&self) -> anyhow::Result<String> {
+        use super::runtime_socket as socket;
+        let refuse = |e: crate::error::RivetError| Err(e.with_actor(self.specifier()).into_anyhow());
+        if !self.0.runtime_socket.is_enabled() {
+            return refuse(socket::not_enabled());
+        }
+        if self.writes_closed() {
+            return refuse(socket::closed());
+        }
+        if self.0.link.sqlite_transport().is_none() {
+            return refuse(socket::database_unavailable());
+        }
+        self.0.runtime_socket.provision(self.sqlite())
+    }
+
+    /// Where the runtime socket listens, while it does.
+    pub fn runtime_socket_path(&self) -> Option<String> {
+        self.0.runtime_socket.path()
+    }
+
+    /// Closes the runtime socket for the end of the generation (idempotent).
+    pub async fn shutdown_runtime_socket(&self) {
+        self.0.runtime_socket.shutdown().await;
+    }
+
     /// Remembers the generation's hooks (once; later calls change nothing).
     pub fn set_hooks(&self, hooks: Arc<dyn super::ActorHooks>) {
         let _ = self.0.hooks.set(hooks);
@@ -300,7 +344,7 @@ impl ActorContext {
     pub fn hooks(&self) -> Option<Arc<dyn super::ActorHooks>> {
         self.0.hooks.get().cloned()
     }
-    pub(crate) fn workflow_mark(&self) -> &tokio::sync::Mutex<Option<u64>> {
+    pub(crate) fn workflow_mark(&self) -> &Arc<tokio::sync::Mutex<Option<u64>>> {
         &self.0.workflow_mark
     }
 

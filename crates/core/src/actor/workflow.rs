@@ -8,7 +8,7 @@
 //! docs/workflows.md.
 
 use crate::actor::{storage, ActorContext, ActorHooks};
-use crate::sqlite::{BindParam, ColumnValue};
+use crate::sqlite::{BindParam, ColumnValue, SqliteTransaction};
 
 /// KV key holding the workflow revision last written with the state
 /// (`u64` BE). Present once an actor flushed a workflow batch.
@@ -38,8 +38,26 @@ async fn read_mark(ctx: &ActorContext) -> anyhow::Result<Option<u64>> {
     Ok(values.pop().flatten().and_then(|v| <[u8; 8]>::try_from(v.as_slice()).ok()).map(u64::from_be_bytes))
 }
 
-fn mark_entry(revision: u64) -> (Vec<u8>, Vec<u8>) {
+pub(crate) fn mark_entry(revision: u64) -> (Vec<u8>, Vec<u8>) {
     (WORKFLOW_MARK_KEY.to_vec(), revision.to_be_bytes().to_vec())
+}
+
+/// The revision KV holds (`mark`, the generation's cached copy, is read or
+/// created on first use). The mark exists in KV before the first SQLite
+/// copy, so a start after a crash between the two knows to look at SQLite.
+pub(crate) async fn known_revision(ctx: &ActorContext, mark: &mut Option<u64>) -> anyhow::Result<u64> {
+    let known = match *mark {
+        Some(m) => m,
+        None => match read_mark(ctx).await? {
+            Some(m) => m,
+            None => {
+                ctx.link().kv_put(ctx.actor_id(), vec![mark_entry(0)], ctx.write_fence().clone()).await?;
+                0
+            }
+        },
+    };
+    *mark = Some(known);
+    Ok(known)
 }
 
 /// Serializes the state, commits `writes` and a copy of the state in one
@@ -56,20 +74,7 @@ pub async fn save_state_and_batch(
         crate::actor::task::persist::refresh_state(ctx, hooks).await;
     }
     let state = ctx.state();
-    // The mark exists in KV before the first SQLite copy, so a start after
-    // a crash between the two knows to look at SQLite.
-    let known = match *mark {
-        Some(m) => m,
-        None => match read_mark(ctx).await? {
-            Some(m) => m,
-            None => {
-                ctx.link().kv_put(ctx.actor_id(), vec![mark_entry(0)], ctx.write_fence().clone()).await?;
-                0
-            }
-        },
-    };
-    *mark = Some(known);
-
+    let known = known_revision(ctx, &mut mark).await?;
     let revision = commit_to_sqlite(ctx, known, state, writes).await?;
     storage::save_record_with(ctx, vec![mark_entry(revision)]).await?;
     *mark = Some(revision);
@@ -87,21 +92,12 @@ async fn commit_to_sqlite(
     let db = ctx.sqlite();
     let tx = db.begin_transaction(None).await?;
     let committed = async {
-        tx.execute(CREATE_STATE_TABLE.to_string(), None).await?;
-        let row = tx.execute("SELECT revision FROM _rivet_wf_state WHERE id = 1".to_string(), None).await?;
-        let previous = match row.rows.first().and_then(|r| r.first()) {
-            Some(ColumnValue::Integer(n)) => *n as u64,
-            _ => 0,
-        };
-        let revision = previous.max(known) + 1;
         for write in writes {
             let key = [WORKFLOW_KEY_PREFIX, write.key.as_slice()].concat();
             let params = vec![BindParam::Blob(key), BindParam::Blob(write.value)];
             tx.execute(UPSERT_ROW.to_string(), Some(params)).await?;
         }
-        let params = vec![BindParam::Integer(revision as i64), BindParam::Blob(state)];
-        tx.execute(UPSERT_STATE.to_string(), Some(params)).await?;
-        anyhow::Ok(revision)
+        write_state_copy(&tx, known, state).await
     }
     .await;
     match committed {
@@ -116,6 +112,21 @@ async fn commit_to_sqlite(
             Err(err)
         }
     }
+}
+
+/// Inside `tx`: the state copy with the next revision (above both what
+/// SQLite and KV hold). Returns that revision.
+pub(crate) async fn write_state_copy(tx: &SqliteTransaction, known: u64, state: Vec<u8>) -> anyhow::Result<u64> {
+    tx.execute(CREATE_STATE_TABLE.to_string(), None).await?;
+    let row = tx.execute("SELECT revision FROM _rivet_wf_state WHERE id = 1".to_string(), None).await?;
+    let previous = match row.rows.first().and_then(|r| r.first()) {
+        Some(ColumnValue::Integer(n)) => *n as u64,
+        _ => 0,
+    };
+    let revision = previous.max(known) + 1;
+    let params = vec![BindParam::Integer(revision as i64), BindParam::Blob(state)];
+    tx.execute(UPSERT_STATE.to_string(), Some(params)).await?;
+    Ok(revision)
 }
 
 /// At start: if a flush committed in SQLite but its state never reached

@@ -29,7 +29,6 @@ pub fn framework_status(err: &RivetError) -> u16 {
         ("actor", "method_not_allowed") => 405,
         ("message", "incoming_too_long" | "outgoing_too_long") => 400,
         ("queue", _) => 400,
-        ("rivetkit-native", "unsupported") => 400,
         _ => 500,
     }
 }

@@ -184,7 +184,18 @@ impl ActorDatabase {
     /// it back after `timeout` (default
     /// [`super::transaction::DEFAULT_TRANSACTION_TIMEOUT`]).
     pub async fn begin_transaction(&self, timeout: Option<Duration>) -> anyhow::Result<SqliteTransaction> {
-        SqliteTransaction::begin(&self.0, timeout).await
+        SqliteTransaction::begin(&self.0, timeout, None).await
+    }
+
+    /// The same, except that the wait for the other transaction ends
+    /// (`sqlite.closed`) when `gave_up` fires: for a requester that may go
+    /// away meanwhile (the runtime socket's leases).
+    pub async fn begin_transaction_unless(
+        &self,
+        timeout: Option<Duration>,
+        gave_up: &CancellationToken,
+    ) -> anyhow::Result<SqliteTransaction> {
+        SqliteTransaction::begin(&self.0, timeout, Some(gave_up)).await
     }
 
     /// Closes the database for the rest of the generation.

@@ -14,6 +14,7 @@ use std::time::Duration;
 use depot_client::query::{BindParam, ExecuteResult, QueryResult};
 use tokio::sync::OwnedRwLockWriteGuard;
 use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 
 use super::database::{Shared, STATEMENT_QUEUE_CAPACITY};
 use super::errors;
@@ -55,7 +56,14 @@ impl State {
 }
 
 impl SqliteTransaction {
-    pub(crate) async fn begin(db: &Arc<Shared>, timeout: Option<Duration>) -> anyhow::Result<Self> {
+    /// Begins once the gate is free. `gave_up`, if given, ends the wait
+    /// for the gate (`sqlite.closed`); once the gate is taken, the `BEGIN`
+    /// runs to its end.
+    pub(crate) async fn begin(
+        db: &Arc<Shared>,
+        timeout: Option<Duration>,
+        gave_up: Option<&CancellationToken>,
+    ) -> anyhow::Result<Self> {
         let timeout = timeout.unwrap_or(DEFAULT_TRANSACTION_TIMEOUT);
         db.check_usable()?;
         let permit = db
@@ -63,7 +71,16 @@ impl SqliteTransaction {
             .clone()
             .try_acquire_owned()
             .map_err(|_| errors::overloaded(STATEMENT_QUEUE_CAPACITY).into_anyhow())?;
-        let gate = db.gate.clone().write_owned().await;
+        let gate = match gave_up {
+            Some(gave_up) => tokio::select! {
+                biased;
+                _ = gave_up.cancelled() => {
+                    return Err(errors::closed("the transaction was given up before it began").into_anyhow());
+                }
+                gate = db.gate.clone().write_owned() => gate,
+            },
+            None => db.gate.clone().write_owned().await,
+        };
         drop(permit);
         db.check_usable()?;
         db.tx_active.store(true, Ordering::Release);

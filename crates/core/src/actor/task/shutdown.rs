@@ -85,6 +85,8 @@ impl ActorTask {
             self.ctx.link().set_alarm(self.ctx.actor_id(), self.ctx.generation(), None);
         }
         self.ctx.saves().finish_save(revision, &result);
+        // The runtime socket's clients are database clients: gone first.
+        self.ctx.shutdown_runtime_socket().await;
         self.ctx.close_sqlite().await;
         self.ctx.end_writes().await;
         self.ctx.enter(Phase::Stopped);

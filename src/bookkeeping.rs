@@ -1,6 +1,5 @@
 //! `ActorContext` calls through which `@rivetkit/rivetkit-napi`'s runtime
-//! keeps books that the core keeps itself, or that are not built yet:
-//! state-change hooks, hibernation changes, prevent-sleep, the run wake time
+//! keeps books that the core keeps itself: state-change hooks, hibernation changes, prevent-sleep, the run wake time
 //! and tracked shutdown work. Most are no-ops that answer as "nothing
 //! pending" (each says what it answers); the run wake time is kept by the
 //! core and joins the engine's alarm.
