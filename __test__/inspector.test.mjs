@@ -15,23 +15,10 @@ import { decode as cborDecode, encode as cborEncode } from "cbor-x";
 import { createClient } from "rivetkit/client";
 import WebSocket from "ws";
 
-import { interrupt, startApp, waitForOutput } from "./helpers/app.mjs";
+import { firstCall, interrupt, startApp, waitForOutput } from "./helpers/app.mjs";
 import { ADMIN_TOKEN, NAMESPACE, gatewayFetch, startEngine, waitFor } from "./helpers/engine.mjs";
 
 const POOL = "inspector";
-const RESOLVE_TIMEOUT = "route_resolve_query_timeout";
-
-/** The first call to a new actor; engine 2.3.19 now and then never places it (retried once). */
-async function firstCall(t, what, call) {
-	try {
-		return await call();
-	} catch (err) {
-		if (err?.code !== RESOLVE_TIMEOUT) throw err;
-		t.diagnostic(`${what}: the engine did not place the new actor (${RESOLVE_TIMEOUT}); retrying once`);
-		return await call();
-	}
-}
-
 /** The actor's inspector token, from its KV key `[3]` through the engine. */
 async function readToken(endpoint, actorId) {
 	const key = encodeURIComponent(Buffer.from([3]).toString("base64"));
