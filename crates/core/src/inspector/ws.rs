@@ -264,7 +264,7 @@ async fn answer(handle: &ActorTaskHandle, request: Request) -> anyhow::Result<Me
             Message::StateUpdated { state }
         }
         Request::Action { id, name, args } => {
-            Message::Action { rid: id, output: handle.action_on(None, name, args).await? }
+            Message::Action { rid: id, output: handle.action_on(None, None, name, args).await? }
         }
         Request::WorkflowHistory { id } => {
             let (is_workflow_enabled, history) = answers::workflow_history(ctx, timeout).await?;

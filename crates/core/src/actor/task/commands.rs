@@ -31,6 +31,11 @@ pub enum DispatchCommand {
     /// `args` and the reply are CBOR (opaque to the core).
     Action {
         conn: Option<Conn>,
+        /// The client message that carried it, on a hibernatable
+        /// connection: recorded on the connection as soon as the action
+        /// succeeded, before its reply, so that the save of a stop that
+        /// waits for it includes it (docs/wire-formats.md, the actor-connect table).
+        message_index: Option<u16>,
         name: String,
         args: Vec<u8>,
         reply: Reply<Vec<u8>>,

@@ -36,7 +36,7 @@ impl ActorTask {
                 let timeout = self.factory.config.on_request_timeout;
                 self.spawn_tracked_reply(fut, Some(timeout), cancel, reply);
             }
-            DispatchCommand::Action { conn, name, args, reply } => {
+            DispatchCommand::Action { conn, message_index, name, args, reply } => {
                 if let Err(err) = self.admit() {
                     let _ = reply.send(Err(err.context(self.ctx.specifier())));
                     return;
@@ -46,6 +46,16 @@ impl ActorTask {
                         .with_metadata(serde_json::json!({ "name": name }));
                     let _ = reply.send(Err(err.into_anyhow().context(self.ctx.specifier())));
                     return;
+                };
+                let fut = match (conn, message_index) {
+                    (Some(conn), Some(index)) => Box::pin(async move {
+                        let output = fut.await;
+                        if output.is_ok() {
+                            conn.set_client_message_index(index);
+                        }
+                        output
+                    }),
+                    _ => fut,
                 };
                 let timeout = self.factory.config.action_timeout;
                 self.spawn_tracked_reply(fut, Some(timeout), cancel, reply);

@@ -94,13 +94,19 @@ impl ActorTaskHandle {
 
     /// Runs an action; `args` and the output are CBOR.
     pub async fn action(&self, name: String, args: Vec<u8>) -> anyhow::Result<Vec<u8>> {
-        self.action_on(None, name, args).await
+        self.action_on(None, None, name, args).await
     }
 
     /// Runs an action called on a connection.
-    pub async fn action_on(&self, conn: Option<Conn>, name: String, args: Vec<u8>) -> anyhow::Result<Vec<u8>> {
+    pub async fn action_on(
+        &self,
+        conn: Option<Conn>,
+        message_index: Option<u16>,
+        name: String,
+        args: Vec<u8>,
+    ) -> anyhow::Result<Vec<u8>> {
         let (tx, rx) = oneshot::channel();
-        self.dispatch(DispatchCommand::Action { conn, name, args, reply: tx }, "run an action")?;
+        self.dispatch(DispatchCommand::Action { conn, message_index, name, args, reply: tx }, "run an action")?;
         rx.await.map_err(|_| catalog::actor_stopping(None).into_anyhow())?
     }
 

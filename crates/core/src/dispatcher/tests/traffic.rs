@@ -37,10 +37,22 @@ async fn on_disconnect_survives_a_full_traffic_queue() {
     let conn = Conn::new("gone".into(), vec![], None, None);
     ctx.conns().insert(conn.clone());
     let (reply, _answer) = oneshot::channel();
-    assert!(ctx.dispatch_for_test(DispatchCommand::Action { conn: None, name: "queued".into(), args: vec![], reply }));
+    assert!(ctx.dispatch_for_test(DispatchCommand::Action {
+        conn: None,
+        message_index: None,
+        name: "queued".into(),
+        args: vec![],
+        reply
+    }));
     let (reply, _refused) = oneshot::channel();
     assert!(
-        !ctx.dispatch_for_test(DispatchCommand::Action { conn: None, name: "overflow".into(), args: vec![], reply }),
+        !ctx.dispatch_for_test(DispatchCommand::Action {
+            conn: None,
+            message_index: None,
+            name: "overflow".into(),
+            args: vec![],
+            reply
+        }),
         "the queue is full"
     );
 
@@ -58,6 +70,7 @@ async fn an_action_whose_caller_left_before_it_started_does_not_run() {
     drop(answer);
     assert!(ctx.dispatch_for_test(DispatchCommand::Action {
         conn: None,
+        message_index: None,
         name: "abandoned".into(),
         args: vec![],
         reply

@@ -239,7 +239,8 @@ impl Socket {
     }
 
     async fn run_action(self: Arc<Self>, id: u64, name: String, args: Vec<u8>, index: u16) {
-        let result = self.handle.action_on(Some(self.conn.clone()), name, args).await;
+        let hibernating_index = self.conn.is_hibernatable().then_some(index);
+        let result = self.handle.action_on(Some(self.conn.clone()), hibernating_index, name, args).await;
         if result.is_err() && self.replay_later() {
             return;
         }
