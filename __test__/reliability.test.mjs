@@ -185,9 +185,13 @@ describe("connection records", () => {
 			assert.equal(await conn.bump(), 2);
 			const before = await conn.generation();
 			await conn.nap();
-			await waitFor(async () => (await handle.generation()) > before, { timeoutMs: 60_000, intervalMs: 250, what: "a new generation" });
+			// Woken by the socket's own next message, as a client of a
+			// hibernating connection does. (An HTTP request that wakes the
+			// actor while the engine is still putting the socket into
+			// hibernation races the engine 2.3.19 gateway: the new generation
+			// is then started without it, and the socket is dropped as stale.)
+			await waitFor(async () => (await conn.generation()) > before, { timeoutMs: 60_000, intervalMs: 250, what: "a new generation" });
 			// The socket is live again in the new generation (an action over it answers)...
-			assert.ok((await conn.generation()) > before);
 			// ...which restored the connection, subscriptions included.
 			await handle.shout(names[2]);
 			await waitFor(() => events.some((e) => e.name === "2"), { timeoutMs: 20_000, what: "the event on a restored subscription" });
