@@ -8,22 +8,11 @@ import { after, before, describe, test } from "node:test";
 
 import { createClient } from "rivetkit/client";
 
-import { interrupt, startApp, waitForOutput } from "./helpers/app.mjs";
+import { firstCall, interrupt, startApp, waitForOutput } from "./helpers/app.mjs";
 import { startEngine, waitFor } from "./helpers/engine.mjs";
 
 const POOL = "scale-out";
 const MAX_ACTORS = 24;
-const RESOLVE_TIMEOUT = "route_resolve_query_timeout";
-
-async function retryPlacement(t, what, call) {
-	try {
-		return await call();
-	} catch (err) {
-		if (err?.code !== RESOLVE_TIMEOUT) throw err;
-		t.diagnostic(`${what}: the engine did not place the new actor (${RESOLVE_TIMEOUT}); retrying once`);
-		return await call();
-	}
-}
 
 describe("two hosts in one pool", () => {
 	let engine;
@@ -60,7 +49,7 @@ describe("two hosts in one pool", () => {
 		for (let i = 0; i < MAX_ACTORS; i++) {
 			const key = `spread-${i}`;
 			const counter = client.counter.getOrCreate([key]);
-			assert.equal(await retryPlacement(t, key, () => counter.increment(i + 1)), i + 1);
+			assert.equal(await firstCall(t, key, () => counter.increment(i + 1)), i + 1);
 			const host = await waitFor(() => hostOf(key), { what: `the host of ${key}` });
 			placed.set(key, host);
 			const names = new Set(placed.values());

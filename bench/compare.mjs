@@ -431,24 +431,19 @@ function report(results, options) {
 	row("WebSocket action client p99 ms", (s) => s.ws?.p99);
 	row(`RSS KB per live actor (${t.rssActors ?? "-"} / ${o.rssActors ?? "-"} actors)`, (s) => s.rssPerActorKb);
 	row(`process spawn → first answered action ms (median of ${options.startTrials})`, (s) => s.startMs, 0);
-	rows.push({
-		figure: `SIGINT → exit ms (${t.liveActors ?? "-"} / ${o.liveActors ?? "-"} live actors)`,
-		theirs: exitText(t.exit, bound),
-		ours: exitText(o.exit, bound),
-		ratio: ratio(o.exit?.ms ?? Number.NaN, t.exit?.ms ?? Number.NaN, {
-			theirsBound: t.exit?.timedOut ? bound : undefined,
-			oursBound: o.exit?.timedOut ? bound : undefined,
-		}),
-	});
-	rows.push({
-		figure: `SIGINT → exit ms (${t.manyActors ?? "-"} / ${o.manyActors ?? "-"} live actors)`,
-		theirs: exitText(t.exitMany, bound),
-		ours: exitText(o.exitMany, bound),
-		ratio: ratio(o.exitMany?.ms ?? Number.NaN, t.exitMany?.ms ?? Number.NaN, {
-			theirsBound: t.exitMany?.timedOut ? bound : undefined,
-			oursBound: o.exitMany?.timedOut ? bound : undefined,
-		}),
-	});
+	/** SIGINT → exit with `count` live actors, the exits at `key`. */
+	const exitRow = (count, key) =>
+		rows.push({
+			figure: `SIGINT → exit ms (${t[count] ?? "-"} / ${o[count] ?? "-"} live actors)`,
+			theirs: exitText(t[key], bound),
+			ours: exitText(o[key], bound),
+			ratio: ratio(o[key]?.ms ?? Number.NaN, t[key]?.ms ?? Number.NaN, {
+				theirsBound: t[key]?.timedOut ? bound : undefined,
+				oursBound: o[key]?.timedOut ? bound : undefined,
+			}),
+		});
+	exitRow("liveActors", "exit");
+	exitRow("manyActors", "exitMany");
 	rows.push({ figure: "for information:", theirs: "", ours: "", ratio: "" });
 	row("  process spawn → envoy registered ms (median)", (s) => s.envoyMs, 0);
 	rows.push({
