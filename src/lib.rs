@@ -31,6 +31,7 @@
 #![deny(clippy::all)]
 
 pub mod error;
+pub mod log_writer;
 pub mod logging;
 pub mod runtime;
 pub mod types;

@@ -1,4 +1,5 @@
-//! Logging: one `tracing` subscriber per process, writing to stderr.
+//! Logging: one `tracing` subscriber per process, writing to stderr
+//! (through crate::log_writer, which never blocks for long nor panics).
 //!
 //! - Filter: the first of `RIVET_LOG_LEVEL`, `LOG_LEVEL`, `RUST_LOG` that is
 //!   set and not empty, else `info` (so that engine start-up progress is
@@ -37,7 +38,11 @@ pub fn init() {
                 Err(err) => (EnvFilter::new(normalize(DEFAULT_FILTER)), Some(err)),
             };
         let json = std::env::var("RUST_LOG_FORMAT").is_ok_and(|f| f.eq_ignore_ascii_case("json"));
-        let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+        // Never `std::io::stderr` itself: see crate::log_writer.
+        let builder = tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(crate::log_writer::StderrLines::new(json))
+            .log_internal_errors(false);
         // Another subscriber of this library's `tracing` copy can only be
         // ours: ignore "already set".
         let installed = if json {
