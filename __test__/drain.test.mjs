@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { fileURLToPath } from "node:url";
 import { after, before, test } from "node:test";
 
-import { gatewayFetch, getOrCreateActor, spawnHost, startEngine, upsertRunnerConfig, waitFor } from "./helpers/engine.mjs";
+import { gatewayFetch, getActor, getOrCreateActor, spawnHost, startEngine, upsertRunnerConfig, waitFor } from "./helpers/engine.mjs";
 
 const hostScript = fileURLToPath(new URL("./fixtures/drain-host.mjs", import.meta.url));
 /** Actors that may sleep (put to sleep by the drain) and `noSleep` ones (moved by the engine). */
@@ -114,6 +114,58 @@ test("after a SIGINT with many live actors, the host exits by itself, every onSl
 		assert.deepEqual(mismatches, [], "each state read back on the next host has its count and one onSleep");
 		const notStopped = /not_stopped_by_engine=(\d+)/.exec(first.output())?.[1] ?? "0";
 		t.diagnostic(`read back in ${Date.now() - readStarted} ms; actors the engine had not stopped at the exit: ${notStopped}`);
+	} finally {
+		second.child.kill("SIGINT");
+		await exitCode(second, "the second host exits by itself");
+	}
+});
+
+test("after a SIGINT with only actors that may sleep, the engine has each one asleep (none destroyed) without another host, and the next host reads each state back", async () => {
+	const poolName = `drain-sleepers-${process.pid}`;
+	await upsertRunnerConfig(engine.endpoint, poolName);
+	const first = await startHost(poolName);
+	const actors = [];
+	try {
+		await pool(COUNTERS, CREATE_IN_FLIGHT, async (i) => {
+			const actor = await getOrCreate("counter", `sleeper-${i}`, poolName);
+			const state = await request(actor.actor_id, `/set?v=${2000 + i}`, "POST");
+			actors[i] = { id: actor.actor_id, count: 2000 + i, generation: state.generation };
+		});
+	} catch (err) {
+		first.child.kill("SIGKILL");
+		throw err;
+	}
+
+	first.child.kill("SIGINT");
+	await exitCode(first, "the host exits by itself after a SIGINT");
+	assert.doesNotMatch(first.output(), /drain did not finish in time|did not close the envoy's connection/, first.output());
+
+	// This host reported each actor's sleep itself; the engine applies it
+	// with no host of the pool connected.
+	const states = await waitFor(
+		async () => {
+			const records = await Promise.all(actors.map((a) => getActor(engine.endpoint, a.id)));
+			return records.every((r) => r?.sleep_ts) ? records : undefined;
+		},
+		{ timeoutMs: 60_000, intervalMs: 250, what: "every actor asleep in the engine" },
+	);
+	assert.deepEqual(
+		states.filter((r) => r.destroy_ts || r.error).map((r) => ({ id: r.actor_id, destroy_ts: r.destroy_ts, error: r.error })),
+		[],
+		"none destroyed, none with an error",
+	);
+
+	const second = await startHost(poolName);
+	try {
+		const mismatches = [];
+		await pool(actors.length, CREATE_IN_FLIGHT, async (i) => {
+			const { id, count, generation } = actors[i];
+			const state = await request(id, "/read");
+			if (state.count !== count || state.slept !== 1 || !(state.generation > generation)) {
+				mismatches.push({ id, expected: { count, slept: 1 }, got: state });
+			}
+		});
+		assert.deepEqual(mismatches, [], "each state read back on the next host has its count and one onSleep");
 	} finally {
 		second.child.kill("SIGINT");
 		await exitCode(second, "the second host exits by itself");

@@ -70,6 +70,7 @@ function traceEvents(stderr, sigintWall) {
 		if (record.target !== "rivetkit_native::drain" && !warning && !process.env.BENCH_DRAIN_LOG) continue;
 		const count = record.command_count ?? record.actors;
 		let message = count !== undefined ? `${record.message} (${count})` : record.message;
+		if (record.message === "websocket session ended") message = `${message} (${record.reason})`;
 		if (warning) message = `${record.level}: ${message}`.slice(0, 90);
 		events.push({ ms: Date.parse(record.timestamp) - sigintWall, message, actorId: record.actor_id });
 	}
@@ -170,16 +171,46 @@ async function oneRun(engine, pool, runIndex) {
 		let hostCpuLast = hostCpuBefore;
 		const sampler = setInterval(() => (hostCpuLast = processCpuMs(host.pid) ?? hostCpuLast), 20);
 		const sigintWall = wallNow();
+		const shed = [];
+		let shedTimer = null;
+		if (process.env.BENCH_DRAIN_SHED) {
+			const url = `http://127.0.0.1:${engine.metricsPort}/metrics`;
+			const read = async () => {
+				const text = await (await fetch(url)).text();
+				const pick = (name) => Number(text.match(new RegExp(`^${name} (\\S+)`, "m"))?.[1] ?? Number.NaN);
+				shed.push({ ms: wallNow() - sigintWall, sum: pick("rivet_gasoline_load_shedding_ratio_sum"), count: pick("rivet_gasoline_load_shedding_ratio_count"), cpu: pick("rivet_gasoline_cpu_usage_smoothed_sum"), cpuN: pick("rivet_gasoline_cpu_usage_smoothed_count") });
+			};
+			await read();
+			shedTimer = setInterval(() => read().catch(() => {}), 50);
+		}
 		const exit = await sigintToExit(host, options.exitBoundMs);
 		clearInterval(sampler);
+		if (shedTimer) {
+			clearInterval(shedTimer);
+			const rows = [];
+			for (let i = 1; i < shed.length; i++) {
+				const n = shed[i].count - shed[i - 1].count;
+				if (!n) continue;
+				rows.push(`${fmt(shed[i].ms, 0)}:${n}p r${fmt((shed[i].sum - shed[i - 1].sum) / n)} c${fmt((shed[i].cpu - shed[i - 1].cpu) / (shed[i].cpuN - shed[i - 1].cpuN))}`);
+			}
+			console.log(`pulls (ms:pulls ratio cpuSmoothed): ${rows.join(" ")}`);
+		}
 		const engineCpu = processCpuMs(engine.pid) - engineCpuBefore;
 		const exitText = exit.timedOut ? `no exit within ${options.exitBoundMs} ms (killed)` : `${fmt(exit.ms, 0)} ms (${exit.signal ?? `code ${exit.code}`})`;
 		console.log(`drain: ${options.impl}, SIGINT with ${live} live actors → exit ${exitText}`);
 		console.log(`drain: CPU during the drain: engine ${fmt(engineCpu, 0)} ms, host at least ${fmt(hostCpuLast - hostCpuBefore, 0)} ms (sampled every 20 ms)`);
 		const events = traceEvents(host.stderr(), sigintWall);
+		if (exit.signal && exit.signal !== "SIGINT") {
+			const plain = host.stderr().split("\n").filter((l) => !l.startsWith("{") || !l.endsWith("}") || /panic/.test(l));
+			console.log(`drain: the host ended with ${exit.signal}; its stderr (other than the trace), last lines:\n${plain.slice(-30).join("\n")}`);
+		}
 		if (events.length) {
 			console.log(timeline(events, exit.ms));
 			console.log(perActor(events));
+			if (process.env.BENCH_DRAIN_RAW) {
+				const pick = events.filter((e) => e.message.startsWith("stop received") || e.message.startsWith("sleep intents sent again"));
+				console.log(pick.map((e) => `${fmt(e.ms, 0)}${e.message.startsWith("sleep") ? "A" : ""}`).join(" "));
+			}
 		} else if (options.impl !== "rivetkit-napi") {
 			console.log(`drain: no trace events; host stderr tail:\n${host.stderr().split("\n").slice(-20).join("\n")}`);
 		}

@@ -35,6 +35,9 @@ pub enum ToActor {
 		reason: protocol::StopActorReason,
 	},
 	Lost,
+	/// rivetkit-native patch: a sleep intent, then a stop as if commanded
+	/// (`EnvoyHandle::sleep_and_stop_actor`).
+	SleepAndStop,
 	SetAlarm {
 		alarm_ts: Option<i64>,
 		ack_tx: Option<oneshot::Sender<()>>,
@@ -309,6 +312,32 @@ async fn actor_inner(
 						);
 						if error.is_some() {
 							ctx.error = error;
+						}
+					}
+					ToActor::SleepAndStop => {
+						if pending_stop.is_some() {
+							tracing::debug!("sleep-and-stop while a stop is in progress; ignored");
+							continue;
+						}
+						// The intent goes first on the ordered event stream: the
+						// engine reads a `Stopped(Ok)` that follows an intent as a
+						// sleep, never as a destroy (see `begin_stop`).
+						send_event(
+							&mut ctx,
+							protocol::Event::EventActorIntent(protocol::EventActorIntent {
+								intent: protocol::ActorIntent::ActorIntentSleep,
+							}),
+						);
+						match begin_stop(
+							&mut ctx,
+							&handle,
+							&mut http_request_tasks,
+							protocol::StopActorReason::SleepIntent,
+						)
+						.await
+						{
+							StopProgress::Stopped => break,
+							StopProgress::Pending(stop) => pending_stop = Some(stop),
 						}
 					}
 					ToActor::Stop {
@@ -2051,6 +2080,51 @@ mod tests {
 		assert!(stop_handle.complete(), "stop handle should complete once");
 		assert_alarm_before_stopped_event(&mut envoy_rx, Some(123)).await;
 	}
+	/// rivetkit-native patch: `SleepAndStop` reports the sleep intent first,
+	/// then `Stopped(Ok)`, on the actor's ordered event stream; the engine
+	/// reads that pair as a sleep (a `Stopped(Ok)` alone would destroy).
+	#[tokio::test]
+	async fn sleep_and_stop_reports_the_intent_before_a_clean_stopped() {
+		let callbacks = Arc::new(TestCallbacks::idle());
+		let (shared, mut envoy_rx) = build_shared_context(callbacks);
+		let (actor_tx, _lost, _active_http_request_count) = create_actor(
+			shared,
+			"actor-sleep-and-stop".to_string(),
+			1,
+			actor_config(),
+			Vec::new(),
+			None,
+		);
+		actor_tx.send(ToActor::SleepAndStop).expect("failed to send sleep-and-stop");
+
+		let seen = tokio::time::timeout(Duration::from_secs(2), async {
+			let mut seen = Vec::new();
+			while let Some(msg) = envoy_rx.recv().await {
+				let ToEnvoyMessage::SendEvents { events } = msg else {
+					continue;
+				};
+				for event in events {
+					match event.inner {
+						protocol::Event::EventActorIntent(protocol::EventActorIntent {
+							intent: protocol::ActorIntent::ActorIntentSleep,
+						}) => seen.push("sleep intent".to_string()),
+						protocol::Event::EventActorStateUpdate(protocol::EventActorStateUpdate {
+							state: protocol::ActorState::ActorStateStopped(stopped),
+						}) => {
+							seen.push(format!("stopped {:?}", stopped.code));
+							return seen;
+						}
+						_ => {}
+					}
+				}
+			}
+			seen
+		})
+		.await
+		.expect("timed out waiting for the stopped event");
+		assert_eq!(seen, vec!["sleep intent".to_string(), "stopped Ok".to_string()]);
+	}
+
 	#[tokio::test]
 	async fn lost_signal_cancels_the_generation_token() {
 		let (stop_handle_tx, _stop_handle_rx) = oneshot::channel();

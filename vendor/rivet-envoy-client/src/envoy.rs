@@ -187,6 +187,11 @@ pub enum ToEnvoyMessage {
 		generation: Option<u32>,
 		response_tx: oneshot::Sender<Option<ActorInfo>>,
 	},
+	/// rivetkit-native patch: see `EnvoyHandle::sleep_and_stop_actor`.
+	SleepAndStop {
+		actor_id: String,
+		generation: u32,
+	},
 	Shutdown,
 	Stop,
 }
@@ -538,6 +543,11 @@ async fn envoy_loop(
 					ToEnvoyMessage::ActorIntent { actor_id, generation, intent, error } => {
 						if let Some(entry) = ctx.get_actor(&actor_id, generation) {
 							let _ = entry.handle.send(ToActor::Intent { intent, error });
+						}
+					}
+					ToEnvoyMessage::SleepAndStop { actor_id, generation } => {
+						if let Some(entry) = ctx.get_actor(&actor_id, Some(generation)) {
+							let _ = entry.handle.send(ToActor::SleepAndStop);
 						}
 					}
 					ToEnvoyMessage::SetAlarm { actor_id, generation, alarm_ts, ack_tx } => {

@@ -169,6 +169,21 @@ impl EnvoyHandle {
 		);
 	}
 
+	/// rivetkit-native patch: puts a generation to sleep without waiting for
+	/// the engine's stop command. The actor task reports a sleep intent and,
+	/// right behind it on the same ordered event stream, runs the stop
+	/// callback (reason `SleepIntent`) as if the engine had sent the command,
+	/// then reports `Stopped`. The engine applies both events in order: the
+	/// intent moves the actor to "sleep intent", so the `Stopped` that follows
+	/// puts it to sleep (never destroys it). Once the engine has read them the
+	/// host may go away: nothing is left for the engine to ask of it.
+	pub fn sleep_and_stop_actor(&self, actor_id: String, generation: u32) {
+		let _ = crate::envoy::send_to_envoy_tx(
+			&self.shared,
+			ToEnvoyMessage::SleepAndStop { actor_id, generation },
+		);
+	}
+
 	/// Reports a stop intent for an actor. This is the deliberate-destruction
 	/// signal: the engine answers it by destroying the actor and its durable
 	/// state. It takes no error by construction, because a crash must not be

@@ -457,6 +457,7 @@ mod tests {
 
     impl EngineLink for EngineLike {
         fn request_sleep(&self, _: &str, _: u32) {}
+        fn sleep_and_stop(&self, _: &str, _: u32) {}
         fn report_crash(&self, _: &str, _: u32, _: String) {}
         fn request_destroy(&self, _: &str, _: u32) {}
         fn kv_get(

@@ -11,6 +11,12 @@ pub type KvEntries = Vec<(Vec<u8>, Vec<u8>)>;
 pub trait EngineLink: Send + Sync + 'static {
     /// Asks the engine to put this generation to sleep (`ActorIntent::Sleep`).
     fn request_sleep(&self, actor_id: &str, generation: u32);
+    /// Puts a generation that this host has already stopped (hooks run,
+    /// state saved) to sleep without waiting for the engine: its sleep
+    /// intent and, right behind it, its `Stopped` (docs/drain.md). The
+    /// envoy answers the stop through the dispatcher as if the engine had
+    /// sent it.
+    fn sleep_and_stop(&self, actor_id: &str, generation: u32);
     /// Reports a crash: the engine records the error and puts the actor to
     /// sleep (`ActorIntent::Sleep` with an error).
     fn report_crash(&self, actor_id: &str, generation: u32, message: String);
@@ -77,6 +83,8 @@ pub struct MemoryLink {
     pub sleep_requests: std::sync::Mutex<Vec<(String, u32)>>,
     /// How many puts were made.
     pub puts: std::sync::atomic::AtomicUsize,
+    /// Every generation put to sleep here, in order.
+    pub slept_here: std::sync::Mutex<Vec<(String, u32)>>,
 }
 
 #[cfg(test)]
@@ -105,6 +113,9 @@ impl EngineLink for MemoryLink {
     fn request_sleep(&self, actor_id: &str, generation: u32) {
         self.sleeps.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         self.sleep_requests.lock().unwrap_or_else(|p| p.into_inner()).push((actor_id.to_string(), generation));
+    }
+    fn sleep_and_stop(&self, actor_id: &str, generation: u32) {
+        self.slept_here.lock().unwrap_or_else(|p| p.into_inner()).push((actor_id.to_string(), generation));
     }
     fn request_destroy(&self, _actor_id: &str, _generation: u32) {
         self.destroys.fetch_add(1, std::sync::atomic::Ordering::SeqCst);

@@ -12,6 +12,9 @@ impl EngineLink for EnvoyLink {
     fn request_sleep(&self, actor_id: &str, generation: u32) {
         self.0.sleep_actor(actor_id.to_string(), Some(generation), None);
     }
+    fn sleep_and_stop(&self, actor_id: &str, generation: u32) {
+        self.0.sleep_and_stop_actor(actor_id.to_string(), generation);
+    }
     fn report_crash(&self, actor_id: &str, generation: u32, message: String) {
         // The engine stores the message; keep it short.
         let message: String = message.chars().take(1024).collect();

@@ -1,18 +1,19 @@
 //! The drain after a shutdown (docs/drain.md): every generation stops here
-//! at once (bounded) while the engine is asked to put to sleep what may
-//! sleep; then the envoy's graceful shutdown for the rest. The engine's
-//! stops are answered at once with the outcome of the stop made here. Once
-//! everything is saved, the engine gets a short while to catch up, then the
-//! envoy goes down; at the drain bound, likewise.
+//! at once (bounded): `onSleep`, the final save. Each one that may sleep is
+//! then put to sleep by this host itself: its sleep intent and, right
+//! behind it, its `Stopped` go to the engine on the envoy's ordered event
+//! stream, so the engine has nothing left to ask of this host for it. Once
+//! every actor task of the envoy has ended, the envoy's connection closes
+//! and the drain waits for the engine to close it too (it has then read
+//! every frame before the close). Actors that may not sleep go through the
+//! envoy's graceful shutdown as in the reference: the engine moves them.
 //!
-//! Why sleep first: on the envoy's "stopping", the engine (2.3.19) signals
-//! `GoingAway` to each actor of the host one after the other and, once
-//! stopped, reschedules it; that costs it about 30 ms of CPU per actor here,
-//! so 100 actors took about 3 s. A sleep intent is handled by each actor's
-//! own workflow, in parallel, with no rescheduling: about a third of that
-//! CPU. The engine turns a sleep intent still in progress into `GoingAway`
-//! when the host says it is stopping, so the host says it only once the
-//! actors it put to sleep have been stopped by the engine.
+//! Why not wait for the engine's stops: each one is the engine's workflow
+//! for that actor running twice (the sleep intent, then the `Stopped`), and
+//! the engine works through a hundred of them in 0.5 to 2 s here, with a
+//! tail that its own load shedding sets. The sleep intent followed by the
+//! `Stopped` is one run of that workflow, and it does not need this host:
+//! the engine keeps the events it has read.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -37,26 +38,29 @@ const TRACKER_WAIT: Duration = Duration::from_secs(5);
 /// How many generations stop here at once (each: `onSleep`, then
 /// `serializeState` and the final save).
 pub(crate) const LOCAL_STOP_CONCURRENCY: usize = 64;
-/// Once every generation has stopped here (all saved), how long the engine
-/// still gets to stop the actors it has not stopped yet before the envoy
-/// goes down. Those it has not stopped by then it finds stopped when it
-/// declares the envoy lost (its `envoy_lost_threshold`, 15 s by default);
-/// requests to them wait until then.
+/// Once every generation has stopped here, how long the envoy's actor
+/// tasks get to report their `Stopped` (a local hop each). Past it, the
+/// envoy's graceful shutdown handles what is left.
+const REPORT_WAIT: Duration = Duration::from_secs(2);
+const REPORT_POLL: Duration = Duration::from_millis(2);
+/// How long the drain waits for the engine to close the envoy's
+/// connection after ours closed it. The engine closes it once it has read
+/// our close, and with it every frame sent before.
+const CLOSE_WAIT: Duration = Duration::from_secs(2);
+/// On the graceful path (actors that may not sleep): once everything has
+/// stopped here (all saved), how long the engine still gets to stop the
+/// actors it has not stopped yet before the envoy goes down. Those it has
+/// not stopped by then it finds gone when it declares the envoy lost (its
+/// `envoy_lost_threshold`, 15 s by default).
 pub(crate) const ENGINE_CATCH_UP: Duration = Duration::from_secs(2);
-/// When the engine stopped none of the actors put to sleep for this long,
-/// the drain goes on with the envoy's shutdown (the engine then stops the
-/// rest as actors of a host that goes away).
-pub(crate) const SLEEP_STALL: Duration = Duration::from_secs(5);
-/// How often the drain looks for actors to ask again, how long after the
-/// first ask an actor is asked again, and how many at most each time.
+/// How often the graceful path looks for actors to ask again, how long
+/// after the first ask an actor is asked again, and how many at most each
+/// time.
 const REASK_TICK: Duration = Duration::from_millis(50);
 const REASK_AFTER: Duration = Duration::from_secs(1);
 /// Each later ask of the same actor waits twice as long, up to this.
 const REASK_MAX_AFTER: Duration = Duration::from_secs(8);
 const REASK_BATCH: usize = 4;
-/// While actors are put to sleep: after this long with no stop answered
-/// and nobody asked, the straggler due first is asked again.
-const STALL_NUDGE: Duration = Duration::from_millis(50);
 /// How long the envoy may keep waiting once this host holds no generation.
 const EMPTY_HOST_WAIT: Duration = Duration::from_secs(1);
 const EMPTY_HOST_POLL: Duration = Duration::from_millis(100);
@@ -72,27 +76,15 @@ pub(crate) async fn drain(config: &ServeConfig, envoy: &EnvoyHandle, dispatcher:
         .unwrap_or(Duration::from_secs(30 * 60));
     let bound = threshold.min(config.drain_cap.unwrap_or(DEFAULT_DRAIN_CAP));
     tracing::info!(actors = dispatcher.instance_count(), bound_ms = bound.as_millis() as u64, "draining");
-    // Asked before anything stops here: stopping makes them inactive.
-    let sleepers = ask_to_sleep(dispatcher);
-    let asked: HashSet<InstanceKey> = sleepers.iter().map(key_of).collect();
     let saved = watch::Sender::new(None);
+    let for_engine = Arc::new(AtomicUsize::new(0));
     let drained = async {
         tokio::select! {
-            _ = stop_everything_here(dispatcher, asked, &saved) => false,
+            _ = stop_everything_here(dispatcher, &saved, &for_engine) => false,
             ended = async {
-                sleep_first(dispatcher, &sleepers, SLEEP_STALL).await;
-                shut_envoy_down(envoy, dispatcher).await
+                everything_saved(&saved).await;
+                hand_over(envoy, dispatcher, for_engine.load(Ordering::Acquire)).await
             } => ended,
-            _ = engine_caught_up_or_not(&saved) => {
-                let census = dispatcher.census();
-                tracing::warn!(
-                    not_stopped_by_engine = census.awaiting_engine + census.active,
-                    wait_ms = ENGINE_CATCH_UP.as_millis() as u64,
-                    "every actor is stopped and its state saved, but the engine has not stopped all of them yet; \
-                     stopping the envoy now (the engine puts those to sleep once it declares this host lost)"
-                );
-                false
-            }
         }
     };
     let ended = match tokio::time::timeout(bound, drained).await {
@@ -119,25 +111,17 @@ pub(crate) async fn drain(config: &ServeConfig, envoy: &EnvoyHandle, dispatcher:
     tracing::debug!(target: crate::DRAIN_TRACE, "drain done");
 }
 
-/// Step 2a: asks the engine to put every generation that may sleep to
-/// sleep (the envoy's sleep intent, as `ctx.sleep()` sends); returns them.
-fn ask_to_sleep(dispatcher: &Dispatcher) -> Vec<ActorContext> {
-    let sleepers = dispatcher.sleepable_contexts();
-    for ctx in &sleepers {
-        ctx.link().request_sleep(ctx.actor_id(), ctx.generation());
-    }
-    tracing::debug!(target: crate::DRAIN_TRACE, actors = sleepers.len(), "sleep intents sent");
-    sleepers
-}
-
-/// Step 2b, for the whole drain: stops every active generation here,
+/// Step 2, for the whole drain: stops every active generation here,
 /// [`LOCAL_STOP_CONCURRENCY`] at a time, including any that starts
-/// meanwhile (asked to sleep too, when it may). `saved` gets the time at
-/// which nothing was active, starting or stopping any more. Never returns.
+/// meanwhile; each one that may sleep is then put to sleep by this host
+/// ([`crate::actor::EngineLink::sleep_and_stop`]); `for_engine` counts
+/// the others stopped here, whose stop is left to the engine. `saved` gets
+/// the time at which nothing was active, starting or stopping here any
+/// more. Never returns.
 pub(crate) async fn stop_everything_here(
     dispatcher: &Arc<Dispatcher>,
-    asked: HashSet<InstanceKey>,
     saved: &watch::Sender<Option<Instant>>,
+    for_engine: &Arc<AtomicUsize>,
 ) {
     let permits = Arc::new(Semaphore::new(LOCAL_STOP_CONCURRENCY));
     let in_flight = Arc::new(AtomicUsize::new(0));
@@ -146,23 +130,26 @@ pub(crate) async fn stop_everything_here(
     loop {
         let new: Vec<ActorContext> =
             dispatcher.active_contexts().into_iter().filter(|ctx| !launched.contains(&key_of(ctx))).collect();
-        if new.iter().any(|ctx| !asked.contains(&key_of(ctx))) {
-            // Started after the drain began: asked to sleep too, when it may.
-            for ctx in dispatcher.sleepable_contexts() {
-                if !asked.contains(&key_of(&ctx)) && !launched.contains(&key_of(&ctx)) {
-                    ctx.link().request_sleep(ctx.actor_id(), ctx.generation());
-                }
-            }
-        }
+        let sleepable: HashSet<InstanceKey> =
+            if new.is_empty() { HashSet::new() } else { dispatcher.sleepable_contexts().iter().map(key_of).collect() };
         let launching = new.len();
         for ctx in new {
             let key = key_of(&ctx);
+            let sleeps = sleepable.contains(&key);
             launched.insert(key.clone());
             in_flight.fetch_add(1, Ordering::AcqRel);
             let (dispatcher, permits, in_flight) = (dispatcher.clone(), permits.clone(), in_flight.clone());
+            let for_engine = for_engine.clone();
             dispatcher.clone().tracker().spawn(async move {
                 if let Ok(_permit) = permits.acquire().await {
-                    dispatcher.stop_here(&key).await;
+                    if dispatcher.stop_here(&key).await {
+                        if sleeps {
+                            ctx.link().sleep_and_stop(ctx.actor_id(), ctx.generation());
+                            tracing::debug!(target: crate::DRAIN_TRACE, actor_id = %key.actor_id, generation = key.generation, "put to sleep here");
+                        } else {
+                            for_engine.fetch_add(1, Ordering::AcqRel);
+                        }
+                    }
                 }
                 in_flight.fetch_sub(1, Ordering::AcqRel);
                 dispatcher.count_stop_answered();
@@ -188,59 +175,60 @@ fn key_of(ctx: &ActorContext) -> InstanceKey {
     InstanceKey::new(ctx.actor_id(), ctx.generation())
 }
 
-/// Resolves [`ENGINE_CATCH_UP`] after everything was stopped here.
-async fn engine_caught_up_or_not(saved: &watch::Sender<Option<Instant>>) {
+/// Resolves once everything was stopped here.
+async fn everything_saved(saved: &watch::Sender<Option<Instant>>) {
     let mut saved = saved.subscribe();
-    let at = match saved.wait_for(Option::is_some).await.map(|at| *at) {
-        Ok(at) => at.unwrap_or_else(Instant::now),
-        Err(_) => return std::future::pending().await,
-    };
-    tokio::time::sleep_until(at + ENGINE_CATCH_UP).await;
+    if saved.wait_for(Option::is_some).await.is_err() {
+        std::future::pending::<()>().await;
+    }
 }
 
-/// Step 2c: waits until the engine has stopped every generation asked to
-/// sleep (its stop answered), re-asking for those it has not stopped yet.
-/// Returns early when the engine stopped none of them for `stall`.
-pub(crate) async fn sleep_first(dispatcher: &Dispatcher, sleepers: &[ActorContext], stall: Duration) {
-    if sleepers.is_empty() {
-        return;
-    }
-    let mut answered = dispatcher.stops_answered();
-    let start = Instant::now();
-    let mut progress = start;
-    let mut reasks = Reasker::new(start);
-    let mut tick = tokio::time::interval_at(start + REASK_TICK, REASK_TICK);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut waiting = sleepers.len();
-    loop {
-        // Not stopped by the engine yet: still active, or stopped here only.
-        let unstopped: Vec<ActorContext> =
-            sleepers.iter().filter(|ctx| dispatcher.unstopped_by_engine(&key_of(ctx))).cloned().collect();
-        let pending = unstopped.len() + sleepers.iter().filter(|ctx| !ctx.is_generation_finished()).count();
-        if pending == 0 {
-            break;
-        }
-        if pending < waiting {
-            waiting = pending;
-            progress = Instant::now();
-        }
-        tokio::select! {
-            _ = answered.changed() => {}
-            _ = tick.tick() => {
-                let quiet = Instant::now().duration_since(progress.max(reasks.last_ask())) >= STALL_NUDGE;
-                reasks.ask_again(unstopped, quiet);
+/// Step 3, once everything was stopped here: when every actor task of the
+/// envoy has ended (each one put to sleep here has sent its `Stopped`), the
+/// connection closes and the drain waits for the engine's close; otherwise
+/// (`for_engine` actors that may not sleep, or actor tasks still running
+/// after [`REPORT_WAIT`]) the envoy's graceful shutdown, for at most
+/// [`ENGINE_CATCH_UP`]. True once the envoy's loop ended.
+async fn hand_over(envoy: &EnvoyHandle, dispatcher: &Dispatcher, for_engine: usize) -> bool {
+    let reported = for_engine == 0
+        && tokio::time::timeout(REPORT_WAIT, async {
+            while envoy.active_actor_count() > 0 {
+                tokio::time::sleep(REPORT_POLL).await;
             }
-            _ = tokio::time::sleep_until(progress + stall) => {
+        })
+        .await
+        .is_ok();
+    if !reported {
+        tracing::debug!(target: crate::DRAIN_TRACE, census = ?dispatcher.census(), remaining = envoy.active_actor_count(), "actors left for the engine");
+        return tokio::select! {
+            ended = shut_envoy_down(envoy, dispatcher) => ended,
+            _ = tokio::time::sleep(ENGINE_CATCH_UP) => {
                 tracing::warn!(
-                    waiting = pending,
-                    stall_ms = stall.as_millis() as u64,
-                    "the engine stopped none of the actors put to sleep for a while; going on with the envoy's shutdown"
+                    remaining = envoy.active_actor_count(),
+                    wait_ms = ENGINE_CATCH_UP.as_millis() as u64,
+                    "every actor is stopped and its state saved, but the engine has not stopped all of them yet; \
+                     stopping the envoy now (the engine finds them gone once it declares this host lost)"
                 );
-                break;
+                false
             }
-        }
+        };
     }
-    tracing::debug!(target: crate::DRAIN_TRACE, actors = sleepers.len(), "actors put to sleep");
+    tracing::debug!(target: crate::DRAIN_TRACE, "every actor reported stopped");
+    let mut session = envoy.subscribe_connection_session();
+    envoy.shutdown(true);
+    if tokio::time::timeout(FORCED_STOP_WAIT, envoy.wait_stopped()).await.is_err() {
+        tracing::warn!("the envoy's loop did not end after its stop");
+        return true;
+    }
+    tracing::debug!(target: crate::DRAIN_TRACE, "envoy loop ended");
+    match tokio::time::timeout(CLOSE_WAIT, session.wait_for(|s| *s == 0)).await {
+        Ok(_) => tracing::debug!(target: crate::DRAIN_TRACE, "connection closed"),
+        Err(_) => tracing::warn!(
+            wait_ms = CLOSE_WAIT.as_millis() as u64,
+            "the engine did not close the envoy's connection in time"
+        ),
+    }
+    true
 }
 
 /// Step 3: the envoy's graceful shutdown; true once its loop ended.
@@ -278,7 +266,7 @@ async fn nudge_stragglers(dispatcher: &Dispatcher) {
         tick.tick().await;
         let mut stragglers = dispatcher.active_contexts();
         stragglers.extend(dispatcher.awaiting_engine_contexts());
-        reasks.ask_again(stragglers, false);
+        reasks.ask_again(stragglers);
         if Instant::now() >= next_report {
             next_report += PROGRESS_REPORT_INTERVAL;
             tracing::info!(census = ?dispatcher.census(), "still waiting for the envoy's shutdown");
@@ -311,8 +299,7 @@ async fn host_emptied(dispatcher: &Dispatcher) {
 /// Asks the engine again for the generations it has not stopped: each one
 /// [`REASK_AFTER`] after it was first asked, then twice as long after each
 /// ask (up to [`REASK_MAX_AFTER`]), at most [`REASK_BATCH`] every
-/// [`REASK_TICK`], those due first first; and, when the caller says things
-/// are quiet, the one due first.
+/// [`REASK_TICK`], those due first first.
 ///
 /// Why a trickle rather than everyone at once: the engine's workflow worker
 /// pulls fewer ready workflows when the machine's CPU is busy (above 70% it
@@ -326,20 +313,14 @@ struct Reasker {
     /// not in it are due [`REASK_AFTER`] after `since`.
     due: HashMap<(String, u32), (Instant, Duration)>,
     since: Instant,
-    last: Instant,
 }
 
 impl Reasker {
     fn new(since: Instant) -> Self {
-        Self { due: HashMap::new(), since, last: since }
+        Self { due: HashMap::new(), since }
     }
 
-    /// When anyone was last asked (or `since`).
-    fn last_ask(&self) -> Instant {
-        self.last
-    }
-
-    fn ask_again(&mut self, candidates: Vec<ActorContext>, quiet: bool) {
+    fn ask_again(&mut self, candidates: Vec<ActorContext>) {
         let now = Instant::now();
         let mut by_due: Vec<(Instant, ActorContext)> = candidates
             .into_iter()
@@ -350,7 +331,7 @@ impl Reasker {
             .collect();
         by_due.sort_by_key(|(at, _)| *at);
         let due = by_due.iter().take_while(|(at, _)| *at <= now).count();
-        let count = if due > 0 { due.min(REASK_BATCH) } else { usize::from(quiet).min(by_due.len()) };
+        let count = due.min(REASK_BATCH);
         if count == 0 {
             return;
         }
@@ -361,7 +342,6 @@ impl Reasker {
             let wait = self.due.get(&key).map_or(REASK_AFTER, |(_, wait)| *wait);
             self.due.insert(key, (now + wait, (wait * 2).min(REASK_MAX_AFTER)));
         }
-        self.last = now;
     }
 }
 

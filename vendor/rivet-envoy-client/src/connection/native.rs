@@ -95,6 +95,10 @@ async fn connection_loop(shared: Arc<SharedContext>) {
 	}
 }
 
+/// rivetkit-native patch: how long the reader waits for the engine's close
+/// after ours was written.
+const CLOSE_REPLY_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 async fn single_connection(
 	shared: &Arc<SharedContext>,
 ) -> anyhow::Result<(u64, Option<crate::utils::ParsedCloseReason>)> {
@@ -272,11 +276,30 @@ async fn single_connection(
 
 	let debug_latency_ms = shared.config.debug_latency_ms;
 
+	// rivetkit-native patch: once the writer has sent our close frame, the
+	// reader goes on until the engine's close (or the end of the stream), at
+	// most `CLOSE_REPLY_WAIT`: the engine answers a close once it has read,
+	// and acted on, every frame sent before it. The published crate dropped
+	// the connection as soon as our close was written.
+	let mut close_deadline: Option<tokio::time::Instant> = None;
 	loop {
 		let msg = tokio::select! {
 			msg = read.next() => msg,
-			_ = &mut write_failed_rx => {
-				disconnect_reason = "write_error";
+			written = &mut write_failed_rx, if close_deadline.is_none() => {
+				if written.is_ok() {
+					disconnect_reason = "write_error";
+					break;
+				}
+				close_deadline = Some(tokio::time::Instant::now() + CLOSE_REPLY_WAIT);
+				continue;
+			}
+			_ = async {
+				match close_deadline {
+					Some(deadline) => tokio::time::sleep_until(deadline).await,
+					None => std::future::pending().await,
+				}
+			} => {
+				disconnect_reason = "close_reply_timeout";
 				break;
 			}
 		};
@@ -322,8 +345,16 @@ async fn single_connection(
 				break;
 			}
 			Err(e) => {
-				disconnect_reason = "error";
-				tracing::error!(?e, "websocket error");
+				// rivetkit-native patch: after our close, the engine may end
+				// the stream without its own close frame; that is the end
+				// we waited for, not an error.
+				if close_deadline.is_some() {
+					disconnect_reason = "closed";
+					tracing::debug!(?e, "websocket ended after our close");
+				} else {
+					disconnect_reason = "error";
+					tracing::error!(?e, "websocket error");
+				}
 				break;
 			}
 			_ => {}

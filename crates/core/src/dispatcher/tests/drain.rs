@@ -1,8 +1,8 @@
-//! The drain's sleep-first step (docs/drain.md, step 2) against an engine
-//! double that answers sleep intents with stops, on a paused clock.
+//! The drain's stop-here step (docs/drain.md, step 2) on a paused clock,
+//! with an in-memory engine link that records what it is asked.
 
 use std::collections::HashMap;
-use std::collections::HashSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,7 +13,7 @@ use crate::actor::context::ActorIdentity;
 use crate::actor::link::MemoryLink;
 use crate::actor::{storage, ActorConfig, ActorContext, ActorFactory, ActorKey};
 use crate::dispatcher::{Dispatcher, InstanceKey, StopHandle, StopReason};
-use crate::registry::drain::{sleep_first, stop_everything_here};
+use crate::registry::drain::stop_everything_here;
 
 const WORKER: &str = "worker";
 
@@ -56,41 +56,14 @@ impl Host {
         ctx
     }
 
-    fn sleep_requests(&self) -> Vec<(String, u32)> {
-        self.link.sleep_requests.lock().unwrap().clone()
+    fn slept_here(&self) -> Vec<(String, u32)> {
+        let mut v = self.link.slept_here.lock().unwrap().clone();
+        v.sort();
+        v
     }
 
-    /// An engine that answers each sleep intent with a stop, except the
-    /// first `ignore` intents of the actors in `deaf` (as Engine 2.3.19
-    /// does for an actor it is still starting).
-    fn spawn_engine(&self, deaf: &[&str], ignore: usize) -> tokio::task::JoinHandle<()> {
-        let (dispatcher, link) = (self.dispatcher.clone(), self.link.clone());
-        let deaf: HashSet<String> = deaf.iter().map(|s| s.to_string()).collect();
-        tokio::spawn(async move {
-            let mut seen = 0;
-            let mut ignored: HashMap<String, usize> = HashMap::new();
-            let mut stopped = HashSet::new();
-            loop {
-                let requests = link.sleep_requests.lock().unwrap().clone();
-                for (actor_id, generation) in requests.into_iter().skip(seen) {
-                    seen += 1;
-                    let count = ignored.entry(actor_id.clone()).or_default();
-                    if deaf.contains(&actor_id) && *count < ignore {
-                        *count += 1;
-                        continue;
-                    }
-                    if !stopped.insert(actor_id.clone()) {
-                        continue;
-                    }
-                    let d = dispatcher.clone();
-                    tokio::spawn(async move {
-                        let _ =
-                            d.stop_actor(&actor_id, generation, StopReason::SleepIntent, StopHandle::new(|_| {})).await;
-                    });
-                }
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-        })
+    fn sleep_requests(&self) -> Vec<(String, u32)> {
+        self.link.sleep_requests.lock().unwrap().clone()
     }
 }
 
@@ -179,8 +152,22 @@ async fn a_generation_the_engine_already_stops_is_not_stopped_here() {
     assert_eq!(*seen.lock().unwrap(), Some(Ok(())));
 }
 
+/// Runs the drain's stop-here step until everything is stopped here;
+/// returns how many stops it left to the engine.
+async fn stop_all_here(host: &Host) -> usize {
+    let saved = tokio::sync::watch::Sender::new(None);
+    let for_engine = Arc::new(AtomicUsize::new(0));
+    let stopper = {
+        let (d, saved, for_engine) = (host.dispatcher.clone(), saved.clone(), for_engine.clone());
+        tokio::spawn(async move { stop_everything_here(&d, &saved, &for_engine).await })
+    };
+    saved.subscribe().wait_for(Option::is_some).await.unwrap();
+    stopper.abort();
+    for_engine.load(Ordering::Acquire)
+}
+
 #[tokio::test(start_paused = true)]
-async fn everything_stops_here_at_once_and_then_counts_as_saved() {
+async fn everything_stops_here_at_once_and_each_sleeper_is_put_to_sleep_here() {
     let host = Host::new();
     let mut actors = Vec::new();
     for i in 0..20 {
@@ -188,92 +175,86 @@ async fn everything_stops_here_at_once_and_then_counts_as_saved() {
         ctx.set_state(format!("state {i}").into_bytes());
         actors.push(ctx);
     }
+
+    let for_engine = stop_all_here(&host).await;
+
+    for (i, ctx) in actors.iter().enumerate() {
+        assert!(ctx.is_generation_finished(), "{}", ctx.actor_id());
+        assert_eq!(storage::load_record(ctx).await.unwrap().unwrap().state, format!("state {i}").into_bytes());
+    }
+    let mut sleepers: Vec<(String, u32)> = (0..20).filter(|i| i % 4 != 0).map(|i| (format!("a{i}"), 1)).collect();
+    sleepers.sort();
+    assert_eq!(host.slept_here(), sleepers, "each one that may sleep, after its final save");
+    assert_eq!(for_engine, 5, "the noSleep workers are left to the engine");
+    assert!(host.sleep_requests().is_empty(), "no sleep intent on its own: it goes with the stop");
+    assert_eq!(host.dispatcher.census().awaiting_engine, 20);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_generation_that_starts_during_the_drain_is_put_to_sleep_here_too() {
+    let host = Host::new();
+    host.start(NAME, "a").await;
     let saved = tokio::sync::watch::Sender::new(None);
-    let asked: HashSet<InstanceKey> = host.dispatcher.sleepable_contexts().iter().map(key_of).collect();
-    assert_eq!(asked.len(), 15);
-    // One more starts after the drain asked the others to sleep: stopped
-    // here too, and asked to sleep.
-    let late = host.start(NAME, "late").await;
+    let for_engine = Arc::new(AtomicUsize::new(0));
     let stopper = {
-        let (d, saved) = (host.dispatcher.clone(), saved.clone());
-        tokio::spawn(async move { stop_everything_here(&d, asked, &saved).await })
+        let (d, saved, for_engine) = (host.dispatcher.clone(), saved.clone(), for_engine.clone());
+        tokio::spawn(async move { stop_everything_here(&d, &saved, &for_engine).await })
     };
     saved.subscribe().wait_for(Option::is_some).await.unwrap();
+    let late = host.start(NAME, "late").await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
 
-    for (i, ctx) in actors.iter().chain(std::iter::once(&late)).enumerate() {
-        assert!(ctx.is_generation_finished(), "{}", ctx.actor_id());
-        if i < actors.len() {
-            assert_eq!(storage::load_record(ctx).await.unwrap().unwrap().state, format!("state {i}").into_bytes());
-        }
-    }
-    assert_eq!(host.dispatcher.census().awaiting_engine, 21);
-    assert_eq!(host.sleep_requests(), vec![("late".to_string(), 1)], "only the late one was asked here");
+    assert!(late.is_generation_finished());
+    assert_eq!(host.slept_here(), vec![("a".to_string(), 1), ("late".to_string(), 1)]);
     stopper.abort();
 }
 
 #[tokio::test(start_paused = true)]
-async fn sleep_first_waits_until_the_engine_stopped_every_sleeper() {
-    let host = Host::new();
-    let mut sleepers = Vec::new();
-    for i in 0..20 {
-        sleepers.push(host.start(NAME, &format!("a{i}")).await);
-    }
-    for ctx in &sleepers {
-        ctx.link().request_sleep(ctx.actor_id(), ctx.generation());
-    }
-    let engine = host.spawn_engine(&[], 0);
-
-    sleep_first(&host.dispatcher, &sleepers, Duration::from_secs(3)).await;
-
-    assert!(host.dispatcher.is_empty(), "every generation stopped by the engine and removed");
-    assert_eq!(host.hooks.calls().iter().filter(|c| c.as_str() == "onSleep:1").count(), 20);
-    assert_eq!(host.sleep_requests().len(), 20, "asked once each: no re-ask was needed");
-    engine.abort();
-}
-
-#[tokio::test(start_paused = true)]
-async fn sleep_first_waits_for_the_engine_even_when_everything_stopped_here() {
+async fn the_envoys_stop_for_a_generation_put_to_sleep_here_is_answered_with_its_outcome() {
     let host = Host::new();
     let ctx = host.start(NAME, "a").await;
-    ctx.link().request_sleep("a", 1);
-    assert!(host.dispatcher.stop_here(&key_of(&ctx)).await);
-    let sleepers = vec![ctx.clone()];
-    let engine = host.spawn_engine(&[], 0);
+    ctx.set_state(b"saved before the report".to_vec());
+    assert_eq!(stop_all_here(&host).await, 0);
+    assert_eq!(host.slept_here(), vec![("a".to_string(), 1)]);
 
-    sleep_first(&host.dispatcher, &sleepers, Duration::from_secs(3)).await;
+    // The envoy answers `sleep_and_stop` by running the stop callback, as
+    // for an engine's stop; the outcome goes into its `Stopped`.
+    let (stop, seen) = recorded_stop();
+    host.dispatcher.stop_actor("a", 1, StopReason::SleepIntent, stop).await.unwrap();
 
-    assert!(!host.dispatcher.awaiting_engine(&key_of(&ctx)), "the engine's stop came and was answered");
-    engine.abort();
+    assert_eq!(*seen.lock().unwrap(), Some(Ok(())));
+    assert!(host.dispatcher.is_empty());
+    assert_eq!(host.hooks.calls().iter().filter(|c| c.as_str() == "onSleep:1").count(), 1, "onSleep ran once");
+    assert_eq!(storage::load_record(&ctx).await.unwrap().unwrap().state, b"saved before the report");
 }
 
 #[tokio::test(start_paused = true)]
-async fn an_actor_the_engine_ignored_is_asked_again() {
+async fn a_generation_whose_stop_the_engine_started_is_not_put_to_sleep_here() {
     let host = Host::new();
-    let sleepers = vec![host.start(NAME, "a").await, host.start(NAME, "late").await];
-    for ctx in &sleepers {
-        ctx.link().request_sleep(ctx.actor_id(), ctx.generation());
-    }
-    let engine = host.spawn_engine(&["late"], 1);
+    host.start(NAME, "a").await;
+    let gate = Gate::new();
+    *host.hooks.sleep_gate.lock().unwrap() = Some(gate.clone());
+    let (stop, seen) = recorded_stop();
+    let engine = {
+        let d = host.dispatcher.clone();
+        tokio::spawn(async move { d.stop_actor("a", 1, StopReason::SleepIntent, stop).await })
+    };
+    gate.entered().await;
+    let saved = tokio::sync::watch::Sender::new(None);
+    let for_engine = Arc::new(AtomicUsize::new(0));
+    let stopper = {
+        let (d, saved, for_engine) = (host.dispatcher.clone(), saved.clone(), for_engine.clone());
+        tokio::spawn(async move { stop_everything_here(&d, &saved, &for_engine).await })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    gate.release();
+    engine.await.unwrap().unwrap();
+    saved.subscribe().wait_for(Option::is_some).await.unwrap();
 
-    sleep_first(&host.dispatcher, &sleepers, Duration::from_secs(3)).await;
-
-    assert!(sleepers[1].is_generation_finished());
-    let asked_late = host.sleep_requests().iter().filter(|(id, _)| id == "late").count();
-    assert_eq!(asked_late, 2, "one re-ask after the engine ignored the first");
-    engine.abort();
-}
-
-#[tokio::test(start_paused = true)]
-async fn an_engine_that_stops_nothing_ends_the_step_after_the_stall() {
-    let host = Host::new();
-    let ctx = host.start(NAME, "a").await;
-    let started = tokio::time::Instant::now();
-
-    sleep_first(&host.dispatcher, std::slice::from_ref(&ctx), Duration::from_secs(3)).await;
-
-    assert_eq!(started.elapsed(), Duration::from_secs(3));
-    assert!(host.dispatcher.is_active(&key_of(&ctx)));
-    assert!(host.sleep_requests().len() >= 2, "asked again meanwhile");
+    assert_eq!(*seen.lock().unwrap(), Some(Ok(())));
+    assert!(host.slept_here().is_empty(), "its own stop reports it");
+    assert_eq!(for_engine.load(Ordering::Acquire), 0);
+    stopper.abort();
 }
 
 #[tokio::test(start_paused = true)]
