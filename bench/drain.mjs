@@ -18,7 +18,11 @@
 // bench/compare.mjs does), BENCH_DRAIN_WAKE_DEADLINE_S=300 (wakes stop
 // there), BENCH_DRAIN_SETTLE=1 (0: SIGINT 500 ms after the last wake, as
 // bench/compare.mjs does, without waiting for the engine to settle),
-// BENCH_ADDON (another build of ours).
+// BENCH_ADDON (another build of ours), BENCH_DRAIN_RAW=1 (also prints each
+// stop received and each re-ask, in ms after the SIGINT), BENCH_DRAIN_SHED=1
+// (samples the engine's metrics every 50 ms during the drain: its workflow
+// pulls, their load-shedding ratio and its smoothed CPU). A host that ends
+// with another signal than SIGINT (a crash) gets its stderr printed.
 
 import { createActor } from "../__test__/helpers/engine.mjs";
 import { envoyRegistered, newClient, sigintToExit, wake } from "./compare.mjs";
