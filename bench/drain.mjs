@@ -24,7 +24,7 @@
 // pulls, their load-shedding ratio and its smoothed CPU). A host that ends
 // with another signal than SIGINT (a crash) gets its stderr printed.
 
-import { createActor } from "../__test__/helpers/engine.mjs";
+import { createActor, getActor } from "../__test__/helpers/engine.mjs";
 import { envoyRegistered, newClient, sigintToExit, wake } from "./compare.mjs";
 import { engineSettled, startBenchEngine, upsertRunnerConfig } from "./lib/engine.mjs";
 import { spawnHost } from "./lib/host.mjs";
@@ -141,8 +141,9 @@ function perActor(events) {
  * quicker here than `getOrCreate` by key, whose query resolution timed out
  * after 15 s for a tenth of the wakes on a loaded machine.
  */
-async function createAndAct(engine, client, pool, key) {
+async function createAndAct(engine, client, pool, key, ids) {
 	const actor = await createActor(engine.endpoint, { name: "counter", key, pool });
+	ids.push(actor.actor_id);
 	const handle = client.counter.getForId(actor.actor_id);
 	try {
 		await handle.increment(1);
@@ -151,14 +152,35 @@ async function createAndAct(engine, client, pool, key) {
 	}
 }
 
+/**
+ * How long after the exit the engine had every actor in `ids` asleep (no
+ * host of the pool is connected then), polled every 250 ms for at most
+ * 60 s; and how many it destroyed or marked with an error.
+ */
+async function asleepAfter(engine, ids) {
+	const started = performance.now();
+	let records = [];
+	while (performance.now() - started < 60_000) {
+		records = [];
+		await run({ total: ids.length, inFlight: 8, deadlineMs: 60_000 }, async (i) => records.push(await getActor(engine.endpoint, ids[i])));
+		if (records.every((r) => r?.sleep_ts || r?.destroy_ts)) break;
+		await sleep(250);
+	}
+	const asleep = records.filter((r) => r?.sleep_ts && !r.destroy_ts).length;
+	const destroyed = records.filter((r) => r?.destroy_ts).length;
+	const errored = records.filter((r) => r?.error).length;
+	return `${asleep} of ${ids.length} actors asleep in the engine ${fmt((performance.now() - started) / 1000)} s after the exit (${destroyed} destroyed, ${errored} with an error)`;
+}
+
 async function oneRun(engine, pool, runIndex) {
 	const client = newClient(engine, pool, "bare");
 	const host = spawnHost({ impl: options.impl, endpoint: engine.endpoint, pool, token: engine.token, env: TRACE_ENV, captureStderr: true });
 	try {
 		await envoyRegistered(engine.endpoint, pool, host);
 		await host.ready;
+		const ids = [];
 		const woke = await run({ total: options.actors, inFlight: options.wakeInFlight, deadlineMs: options.wakeDeadlineMs }, (i) =>
-			options.wake === "getOrCreate" ? wake(client, `drain-${runIndex}-${i}`) : createAndAct(engine, client, pool, `drain-${runIndex}-${i}`),
+			options.wake === "getOrCreate" ? wake(client, `drain-${runIndex}-${i}`) : createAndAct(engine, client, pool, `drain-${runIndex}-${i}`, ids),
 		);
 		const live = woke.latencies.length;
 		console.log(`drain: ${live} actors woken in ${fmt(woke.wallMs / 1000)} s (${woke.errors.length} errors)`);
@@ -218,6 +240,7 @@ async function oneRun(engine, pool, runIndex) {
 		} else if (options.impl !== "rivetkit-napi") {
 			console.log(`drain: no trace events; host stderr tail:\n${host.stderr().split("\n").slice(-20).join("\n")}`);
 		}
+		if (ids.length) console.log(`drain: ${await asleepAfter(engine, ids)}`);
 		return exit.ms;
 	} finally {
 		await host.kill();

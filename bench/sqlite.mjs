@@ -198,7 +198,10 @@ async function rssPhase({ engine, spec, options, out, log }) {
 				wake(engine, pool, client, `rss-${woken + i}`),
 			);
 			woken += result.latencies.length;
-			if (result.errors.length) out.notes.push(`${result.errors.length} wakes failed: ${result.errors[0].message}`);
+			// A note, not a failure: the engine's create times out now and
+			// then under this load, whichever the addon (the figure is per
+			// actor woken). Only a phase that failed fails the comparison.
+			if (result.errors.length) out.notes.push(`${result.errors.length} of the wakes got an error (${result.errors[0].message})`);
 			const after = await settledMemory(host);
 			const workers = sqliteWorkers(host.pid);
 			out.rss.push({
