@@ -50,6 +50,13 @@ pub trait EngineLink: Send + Sync + 'static {
     ) -> BoxFuture<'static, anyhow::Result<KvEntries>>;
     /// Sets (or clears, with `None`) the engine alarm that wakes the actor.
     fn set_alarm(&self, actor_id: &str, generation: u32, timestamp_ms: Option<i64>);
+    /// Resolves once the envoy has no HTTP request of this generation in
+    /// flight: every response the handlers returned has been written to
+    /// the engine (invariant I11 in docs/generations.md). A stop must not
+    /// end before: the envoy drops a stopped generation's requests.
+    fn responses_sent(&self, _actor_id: &str, _generation: u32) -> BoxFuture<'static, ()> {
+        Box::pin(async {})
+    }
     /// Acknowledges client message `index` on a hibernatable socket (the
     /// gateway then stops buffering it for replay).
     fn ack_hibernatable_message(&self, _gateway_id: [u8; 4], _request_id: [u8; 4], _index: u16) {}
@@ -85,6 +92,8 @@ pub struct MemoryLink {
     pub puts: std::sync::atomic::AtomicUsize,
     /// Every generation put to sleep here, in order.
     pub slept_here: std::sync::Mutex<Vec<(String, u32)>>,
+    /// HTTP responses the envoy has not written yet (all generations).
+    pub unsent_responses: tokio::sync::watch::Sender<usize>,
 }
 
 #[cfg(test)]
@@ -175,6 +184,12 @@ impl EngineLink for MemoryLink {
     ) -> BoxFuture<'static, anyhow::Result<KvEntries>> {
         let out = self.list(actor_id, |k| k >= start.as_slice() && k < end.as_slice(), reverse, limit);
         Box::pin(async move { Ok(out) })
+    }
+    fn responses_sent(&self, _actor_id: &str, _generation: u32) -> BoxFuture<'static, ()> {
+        let mut unsent = self.unsent_responses.subscribe();
+        Box::pin(async move {
+            let _ = unsent.wait_for(|n| *n == 0).await;
+        })
     }
     fn set_alarm(&self, _actor_id: &str, _generation: u32, timestamp_ms: Option<i64>) {
         *self.alarm.lock().unwrap_or_else(|p| p.into_inner()) = Some(timestamp_ms);

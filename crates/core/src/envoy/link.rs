@@ -12,6 +12,15 @@ impl EngineLink for EnvoyLink {
     fn request_sleep(&self, actor_id: &str, generation: u32) {
         self.0.sleep_actor(actor_id.to_string(), Some(generation), None);
     }
+    fn responses_sent(&self, actor_id: &str, generation: u32) -> BoxFuture<'static, ()> {
+        let counter = self.0.http_request_counter(actor_id, Some(generation));
+        async move {
+            if let Some(counter) = counter {
+                counter.wait_zero_unbounded().await;
+            }
+        }
+        .boxed()
+    }
     fn sleep_and_stop(&self, actor_id: &str, generation: u32) {
         self.0.sleep_and_stop_actor(actor_id.to_string(), generation);
     }

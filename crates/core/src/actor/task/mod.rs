@@ -59,6 +59,10 @@ pub(crate) struct ActorTask {
     saving: Option<BoxFuture<'static, ()>>,
     /// The `run` handler while it runs.
     run: Option<BoxFuture<'static, anyhow::Result<()>>>,
+    /// During grace, once nothing else is left: the envoy writing the
+    /// generation's last HTTP responses (I11); `responses_sent` once done.
+    responses: Option<BoxFuture<'static, ()>>,
+    responses_sent: bool,
     _hold: GenerationHold,
 }
 
@@ -78,6 +82,8 @@ pub fn spawn_actor_task(ctx: ActorContext, factory: ActorFactory, hold: Generati
         grace: None,
         sleep_deadline: None,
         saving: None,
+        responses: None,
+        responses_sent: false,
         run: None,
         _hold: hold,
     };
@@ -173,6 +179,10 @@ impl ActorTask {
                     }
                 }
                 _ = poll_opt(&mut self.saving), if self.saving.is_some() => self.saving = None,
+                _ = poll_opt(&mut self.responses), if self.responses.is_some() => {
+                    self.responses = None;
+                    self.responses_sent = true;
+                }
                 result = poll_run(&mut self.run), if self.run.is_some() => self.on_run_exit(result),
                 _ = self.ctx.run_restart_requested(), if phase == Phase::Started && self.run.is_none() => self.start_run(),
                 _ = self.ctx.saves().changed() => {}
@@ -204,14 +214,21 @@ impl ActorTask {
                 // Connections that ended during grace still get their hook.
                 self.run_disconnects();
             }
-            if self.grace.as_ref().is_some_and(|g| g.hook.is_none())
+            let quiet = self.grace.as_ref().is_some_and(|g| g.hook.is_none())
                 && self.inflight.is_empty()
                 && self.saving.is_none()
                 && self.run.is_none()
-                && self.ctx.activity().open_regions() == 0
-            {
+                && self.ctx.activity().open_regions() == 0;
+            if !quiet {
+                // Work came back (sleep grace serves traffic): its responses
+                // are waited for afresh once it is done.
+                self.responses = None;
+                self.responses_sent = false;
+            } else if self.responses_sent {
                 self.finish_shutdown().await;
                 return;
+            } else if self.responses.is_none() {
+                self.responses = Some(self.ctx.link().responses_sent(self.ctx.actor_id(), self.ctx.generation()));
             }
             self.arm_sleep_timer();
         }

@@ -81,6 +81,37 @@ fn recorded_stop() -> (StopHandle, Seen) {
     (StopHandle::new(move |r: anyhow::Result<()>| *slot.lock().unwrap() = Some(r.map_err(|e| format!("{e:#}")))), seen)
 }
 
+/// The engine's sleep stop for generation 1 of `actor_id`, held inside
+/// `onSleep` until the returned gate is released.
+async fn engine_stop_held_in_on_sleep(
+    host: &Host,
+    actor_id: &str,
+) -> (Gate, Seen, tokio::task::JoinHandle<anyhow::Result<()>>) {
+    let gate = Gate::new();
+    *host.hooks.sleep_gate.lock().unwrap() = Some(gate.clone());
+    let (stop, seen) = recorded_stop();
+    let engine = {
+        let (d, id) = (host.dispatcher.clone(), actor_id.to_string());
+        tokio::spawn(async move { d.stop_actor(&id, 1, StopReason::SleepIntent, stop).await })
+    };
+    gate.entered().await;
+    (gate, seen, engine)
+}
+
+type Saved = tokio::sync::watch::Sender<Option<tokio::time::Instant>>;
+
+/// The drain's stop-here step in a task: where it says everything was
+/// saved, how many stops it left to the engine, and the task.
+fn spawn_stop_everything_here(host: &Host) -> (Saved, Arc<AtomicUsize>, tokio::task::JoinHandle<()>) {
+    let saved = tokio::sync::watch::Sender::new(None);
+    let for_engine = Arc::new(AtomicUsize::new(0));
+    let stopper = {
+        let (d, saved, for_engine) = (host.dispatcher.clone(), saved.clone(), for_engine.clone());
+        tokio::spawn(async move { stop_everything_here(&d, &saved, &for_engine).await })
+    };
+    (saved, for_engine, stopper)
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_generation_stopped_here_is_saved_and_the_engines_stop_is_answered_at_once() {
     let host = Host::new();
@@ -135,14 +166,7 @@ async fn the_engines_stop_during_a_stop_here_waits_for_its_outcome() {
 async fn a_generation_the_engine_already_stops_is_not_stopped_here() {
     let host = Host::new();
     let ctx = host.start(NAME, "a").await;
-    let gate = Gate::new();
-    *host.hooks.sleep_gate.lock().unwrap() = Some(gate.clone());
-    let (stop, seen) = recorded_stop();
-    let engine = {
-        let d = host.dispatcher.clone();
-        tokio::spawn(async move { d.stop_actor("a", 1, StopReason::SleepIntent, stop).await })
-    };
-    gate.entered().await;
+    let (gate, seen, engine) = engine_stop_held_in_on_sleep(&host, "a").await;
 
     assert!(!host.dispatcher.stop_here(&key_of(&ctx)).await);
     assert!(!host.dispatcher.awaiting_engine(&key_of(&ctx)));
@@ -155,12 +179,7 @@ async fn a_generation_the_engine_already_stops_is_not_stopped_here() {
 /// Runs the drain's stop-here step until everything is stopped here;
 /// returns how many stops it left to the engine.
 async fn stop_all_here(host: &Host) -> usize {
-    let saved = tokio::sync::watch::Sender::new(None);
-    let for_engine = Arc::new(AtomicUsize::new(0));
-    let stopper = {
-        let (d, saved, for_engine) = (host.dispatcher.clone(), saved.clone(), for_engine.clone());
-        tokio::spawn(async move { stop_everything_here(&d, &saved, &for_engine).await })
-    };
+    let (saved, for_engine, stopper) = spawn_stop_everything_here(host);
     saved.subscribe().wait_for(Option::is_some).await.unwrap();
     stopper.abort();
     for_engine.load(Ordering::Acquire)
@@ -194,12 +213,7 @@ async fn everything_stops_here_at_once_and_each_sleeper_is_put_to_sleep_here() {
 async fn a_generation_that_starts_during_the_drain_is_put_to_sleep_here_too() {
     let host = Host::new();
     host.start(NAME, "a").await;
-    let saved = tokio::sync::watch::Sender::new(None);
-    let for_engine = Arc::new(AtomicUsize::new(0));
-    let stopper = {
-        let (d, saved, for_engine) = (host.dispatcher.clone(), saved.clone(), for_engine.clone());
-        tokio::spawn(async move { stop_everything_here(&d, &saved, &for_engine).await })
-    };
+    let (saved, _, stopper) = spawn_stop_everything_here(&host);
     saved.subscribe().wait_for(Option::is_some).await.unwrap();
     let late = host.start(NAME, "late").await;
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -232,20 +246,8 @@ async fn the_envoys_stop_for_a_generation_put_to_sleep_here_is_answered_with_its
 async fn a_generation_whose_stop_the_engine_started_is_not_put_to_sleep_here() {
     let host = Host::new();
     host.start(NAME, "a").await;
-    let gate = Gate::new();
-    *host.hooks.sleep_gate.lock().unwrap() = Some(gate.clone());
-    let (stop, seen) = recorded_stop();
-    let engine = {
-        let d = host.dispatcher.clone();
-        tokio::spawn(async move { d.stop_actor("a", 1, StopReason::SleepIntent, stop).await })
-    };
-    gate.entered().await;
-    let saved = tokio::sync::watch::Sender::new(None);
-    let for_engine = Arc::new(AtomicUsize::new(0));
-    let stopper = {
-        let (d, saved, for_engine) = (host.dispatcher.clone(), saved.clone(), for_engine.clone());
-        tokio::spawn(async move { stop_everything_here(&d, &saved, &for_engine).await })
-    };
+    let (gate, seen, engine) = engine_stop_held_in_on_sleep(&host, "a").await;
+    let (saved, for_engine, stopper) = spawn_stop_everything_here(&host);
     tokio::time::sleep(Duration::from_millis(100)).await;
     gate.release();
     engine.await.unwrap().unwrap();
@@ -269,4 +271,41 @@ async fn actors_that_may_not_sleep_are_not_asked_to() {
     let sleepable: Vec<String> =
         host.dispatcher.sleepable_contexts().iter().map(|ctx| ctx.actor_id().to_string()).collect();
     assert_eq!(sleepable, vec!["sleeper".to_string()]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stop_ends_only_once_the_envoy_has_written_every_response_of_the_generation() {
+    let host = Host::new();
+    let ctx = host.start(NAME, "a").await;
+    host.link.unsent_responses.send_replace(1);
+    let (stop, seen) = recorded_stop();
+    let engine = {
+        let d = host.dispatcher.clone();
+        tokio::spawn(async move { d.stop_actor("a", 1, StopReason::SleepIntent, stop).await })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(*seen.lock().unwrap(), None, "a response is still being written");
+    assert!(!ctx.is_generation_finished());
+
+    host.link.unsent_responses.send_replace(0);
+    engine.await.unwrap().unwrap();
+    assert_eq!(*seen.lock().unwrap(), Some(Ok(())));
+    assert!(ctx.is_generation_finished());
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_wait_for_unsent_responses_ends_with_the_grace_period() {
+    let host = Host::new();
+    let ctx = host.start(NAME, "a").await;
+    ctx.set_state(b"kept".to_vec());
+    host.link.unsent_responses.send_replace(1);
+    let started = tokio::time::Instant::now();
+    let (stop, seen) = recorded_stop();
+    host.dispatcher.stop_actor("a", 1, StopReason::SleepIntent, stop).await.unwrap();
+    let grace = ActorConfig::default().sleep_grace_period;
+
+    assert!(started.elapsed() >= grace, "waited for the response until the grace period ended");
+    assert!(started.elapsed() < grace + Duration::from_secs(1));
+    assert_eq!(*seen.lock().unwrap(), Some(Ok(())));
+    assert_eq!(storage::load_record(&ctx).await.unwrap().unwrap().state, b"kept", "the final save still ran");
 }
