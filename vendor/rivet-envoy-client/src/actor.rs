@@ -121,6 +121,9 @@ struct ActorContext {
 	active_http_request_count: Arc<AsyncCounter>,
 	/// Cancelled when this generation is declared lost, by the engine or by the envoy itself.
 	lost: CancellationToken,
+	/// rivetkit-native patch: a sleep intent that goes out with the
+	/// `Stopped` of this generation, in one message (`ToActor::SleepAndStop`).
+	sleep_intent_with_stop: bool,
 }
 
 struct PendingStop {
@@ -218,6 +221,7 @@ async fn actor_inner(
 		hibernating_requests,
 		active_http_request_count,
 		lost,
+		sleep_intent_with_stop: false,
 	};
 	let mut http_request_tasks = JoinSet::new();
 	let mut pending_stop: Option<PendingStop> = None;
@@ -319,15 +323,13 @@ async fn actor_inner(
 							tracing::debug!("sleep-and-stop while a stop is in progress; ignored");
 							continue;
 						}
-						// The intent goes first on the ordered event stream: the
-						// engine reads a `Stopped(Ok)` that follows an intent as a
-						// sleep, never as a destroy (see `begin_stop`).
-						send_event(
-							&mut ctx,
-							protocol::Event::EventActorIntent(protocol::EventActorIntent {
-								intent: protocol::ActorIntent::ActorIntentSleep,
-							}),
-						);
+						// The intent goes out with the `Stopped`, before it in one
+						// message (`send_stopped_event`): the engine reads a
+						// `Stopped(Ok)` that follows an intent as a sleep, never as
+						// a destroy (see `begin_stop`), and a host that goes away
+						// right after can never leave the engine the intent alone
+						// (it would wait for a stop until its stop threshold).
+						ctx.sleep_intent_with_stop = true;
 						match begin_stop(
 							&mut ctx,
 							&handle,
@@ -617,15 +619,27 @@ fn send_stopped_event(
 		stop_code = protocol::StopCode::Error;
 		stop_message = Some(LOST_STOP_MESSAGE.to_string());
 	}
-	send_event(
-		ctx,
-		protocol::Event::EventActorStateUpdate(protocol::EventActorStateUpdate {
-			state: protocol::ActorState::ActorStateStopped(protocol::ActorStateStopped {
-				code: stop_code,
-				message: stop_message,
-			}),
+	let stopped = protocol::Event::EventActorStateUpdate(protocol::EventActorStateUpdate {
+		state: protocol::ActorState::ActorStateStopped(protocol::ActorStateStopped {
+			code: stop_code,
+			message: stop_message,
 		}),
-	);
+	});
+	if std::mem::take(&mut ctx.sleep_intent_with_stop) {
+		let intent = protocol::Event::EventActorIntent(protocol::EventActorIntent {
+			intent: protocol::ActorIntent::ActorIntentSleep,
+		});
+		let events = vec![
+			protocol::EventWrapper { checkpoint: increment_checkpoint(ctx), inner: intent },
+			protocol::EventWrapper { checkpoint: increment_checkpoint(ctx), inner: stopped },
+		];
+		let _ = crate::envoy::send_to_envoy_tx(
+			&ctx.shared,
+			crate::envoy::ToEnvoyMessage::SendEvents { events },
+		);
+		return;
+	}
+	send_event(ctx, stopped);
 }
 
 fn spawn_ws_outgoing_task(
@@ -2080,9 +2094,9 @@ mod tests {
 		assert!(stop_handle.complete(), "stop handle should complete once");
 		assert_alarm_before_stopped_event(&mut envoy_rx, Some(123)).await;
 	}
-	/// rivetkit-native patch: `SleepAndStop` reports the sleep intent first,
-	/// then `Stopped(Ok)`, on the actor's ordered event stream; the engine
-	/// reads that pair as a sleep (a `Stopped(Ok)` alone would destroy).
+	/// rivetkit-native patch: `SleepAndStop` reports the sleep intent, then
+	/// `Stopped(Ok)`, in one message; the engine reads that pair as a sleep
+	/// (a `Stopped(Ok)` alone would destroy).
 	#[tokio::test]
 	async fn sleep_and_stop_reports_the_intent_before_a_clean_stopped() {
 		let callbacks = Arc::new(TestCallbacks::idle());
@@ -2103,6 +2117,8 @@ mod tests {
 				let ToEnvoyMessage::SendEvents { events } = msg else {
 					continue;
 				};
+				// One message for the pair: the engine reads both or neither.
+				seen.push(format!("message of {}", events.len()));
 				for event in events {
 					match event.inner {
 						protocol::Event::EventActorIntent(protocol::EventActorIntent {
@@ -2122,7 +2138,9 @@ mod tests {
 		})
 		.await
 		.expect("timed out waiting for the stopped event");
-		assert_eq!(seen, vec!["sleep intent".to_string(), "stopped Ok".to_string()]);
+		assert_eq!(seen.last().map(String::as_str), Some("stopped Ok"));
+		let tail: Vec<&str> = seen.iter().rev().take(4).rev().map(String::as_str).collect();
+		assert_eq!(tail[1..], ["message of 2", "sleep intent", "stopped Ok"]);
 	}
 
 	#[tokio::test]

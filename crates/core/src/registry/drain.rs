@@ -46,7 +46,7 @@ const REPORT_POLL: Duration = Duration::from_millis(2);
 /// How long the drain waits for the engine to close the envoy's
 /// connection after ours closed it. The engine closes it once it has read
 /// our close, and with it every frame sent before.
-const CLOSE_WAIT: Duration = Duration::from_secs(2);
+const CLOSE_WAIT: Duration = Duration::from_secs(10);
 /// On the graceful path (actors that may not sleep): once everything has
 /// stopped here (all saved), how long the engine still gets to stop the
 /// actors it has not stopped yet before the envoy goes down. Those it has

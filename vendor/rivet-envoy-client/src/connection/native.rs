@@ -97,7 +97,7 @@ async fn connection_loop(shared: Arc<SharedContext>) {
 
 /// rivetkit-native patch: how long the reader waits for the engine's close
 /// after ours was written.
-const CLOSE_REPLY_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+const CLOSE_REPLY_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 async fn single_connection(
 	shared: &Arc<SharedContext>,
