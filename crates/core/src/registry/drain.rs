@@ -1,8 +1,8 @@
 //! The drain after a shutdown (docs/drain.md): every generation stops here
 //! at once (bounded): `onSleep`, the final save. Each one that may sleep is
-//! then put to sleep by this host itself: its sleep intent and, right
-//! behind it, its `Stopped` go to the engine on the envoy's ordered event
-//! stream, so the engine has nothing left to ask of this host for it. Once
+//! then put to sleep by this host itself: its sleep intent and its
+//! `Stopped` go to the engine together, in one message, so the engine has
+//! nothing left to ask of this host for it. Once
 //! every actor task of the envoy has ended, the envoy's connection closes
 //! and the drain waits for the engine to close it too (it has then read
 //! every frame before the close). Actors that may not sleep go through the
@@ -76,7 +76,7 @@ pub(crate) async fn drain(config: &ServeConfig, envoy: &EnvoyHandle, dispatcher:
         .unwrap_or(Duration::from_secs(30 * 60));
     let bound = threshold.min(config.drain_cap.unwrap_or(DEFAULT_DRAIN_CAP));
     tracing::info!(actors = dispatcher.instance_count(), bound_ms = bound.as_millis() as u64, "draining");
-    let saved = watch::Sender::new(None);
+    let saved = watch::Sender::new(false);
     let for_engine = Arc::new(AtomicUsize::new(0));
     let drained = async {
         tokio::select! {
@@ -115,12 +115,12 @@ pub(crate) async fn drain(config: &ServeConfig, envoy: &EnvoyHandle, dispatcher:
 /// [`LOCAL_STOP_CONCURRENCY`] at a time, including any that starts
 /// meanwhile; each one that may sleep is then put to sleep by this host
 /// ([`crate::actor::EngineLink::sleep_and_stop`]); `for_engine` counts
-/// the others stopped here, whose stop is left to the engine. `saved` gets
-/// the time at which nothing was active, starting or stopping here any
-/// more. Never returns.
+/// the others stopped here, whose stop is left to the engine. `saved`
+/// turns true once nothing is active, starting or stopping here any more.
+/// Never returns.
 pub(crate) async fn stop_everything_here(
     dispatcher: &Arc<Dispatcher>,
-    saved: &watch::Sender<Option<Instant>>,
+    saved: &watch::Sender<bool>,
     for_engine: &Arc<AtomicUsize>,
 ) {
     let permits = Arc::new(Semaphore::new(LOCAL_STOP_CONCURRENCY));
@@ -160,8 +160,8 @@ pub(crate) async fn stop_everything_here(
         }
         let census = dispatcher.census();
         let idle = census.active == 0 && census.starting == 0 && in_flight.load(Ordering::Acquire) == 0;
-        if idle && saved.borrow().is_none() {
-            saved.send_replace(Some(Instant::now()));
+        if idle && !*saved.borrow() {
+            saved.send_replace(true);
             tracing::debug!(target: crate::DRAIN_TRACE, "everything stopped here");
         }
         tokio::select! {
@@ -176,9 +176,9 @@ fn key_of(ctx: &ActorContext) -> InstanceKey {
 }
 
 /// Resolves once everything was stopped here.
-async fn everything_saved(saved: &watch::Sender<Option<Instant>>) {
+async fn everything_saved(saved: &watch::Sender<bool>) {
     let mut saved = saved.subscribe();
-    if saved.wait_for(Option::is_some).await.is_err() {
+    if saved.wait_for(|saved| *saved).await.is_err() {
         std::future::pending::<()>().await;
     }
 }

@@ -98,12 +98,12 @@ async fn engine_stop_held_in_on_sleep(
     (gate, seen, engine)
 }
 
-type Saved = tokio::sync::watch::Sender<Option<tokio::time::Instant>>;
+type Saved = tokio::sync::watch::Sender<bool>;
 
 /// The drain's stop-here step in a task: where it says everything was
 /// saved, how many stops it left to the engine, and the task.
 fn spawn_stop_everything_here(host: &Host) -> (Saved, Arc<AtomicUsize>, tokio::task::JoinHandle<()>) {
-    let saved = tokio::sync::watch::Sender::new(None);
+    let saved = tokio::sync::watch::Sender::new(false);
     let for_engine = Arc::new(AtomicUsize::new(0));
     let stopper = {
         let (d, saved, for_engine) = (host.dispatcher.clone(), saved.clone(), for_engine.clone());
@@ -180,7 +180,7 @@ async fn a_generation_the_engine_already_stops_is_not_stopped_here() {
 /// returns how many stops it left to the engine.
 async fn stop_all_here(host: &Host) -> usize {
     let (saved, for_engine, stopper) = spawn_stop_everything_here(host);
-    saved.subscribe().wait_for(Option::is_some).await.unwrap();
+    saved.subscribe().wait_for(|saved| *saved).await.unwrap();
     stopper.abort();
     for_engine.load(Ordering::Acquire)
 }
@@ -214,7 +214,7 @@ async fn a_generation_that_starts_during_the_drain_is_put_to_sleep_here_too() {
     let host = Host::new();
     host.start(NAME, "a").await;
     let (saved, _, stopper) = spawn_stop_everything_here(&host);
-    saved.subscribe().wait_for(Option::is_some).await.unwrap();
+    saved.subscribe().wait_for(|saved| *saved).await.unwrap();
     let late = host.start(NAME, "late").await;
     tokio::time::sleep(Duration::from_millis(200)).await;
 
@@ -251,7 +251,7 @@ async fn a_generation_whose_stop_the_engine_started_is_not_put_to_sleep_here() {
     tokio::time::sleep(Duration::from_millis(100)).await;
     gate.release();
     engine.await.unwrap().unwrap();
-    saved.subscribe().wait_for(Option::is_some).await.unwrap();
+    saved.subscribe().wait_for(|saved| *saved).await.unwrap();
 
     assert_eq!(*seen.lock().unwrap(), Some(Ok(())));
     assert!(host.slept_here().is_empty(), "its own stop reports it");
