@@ -107,6 +107,12 @@ export function engineEnv({ host, guard, apiPeer, metrics, dbPath }) {
 		RIVET__RUNTIME__WORKER_SHUTDOWN_DURATION: "1",
 		RIVET__RUNTIME__GUARD_SHUTDOWN_DURATION: "1",
 		RIVET__RUNTIME__FORCE_SHUTDOWN_DURATION: "2",
+		// No load shedding: without a CPU cgroup of its own, the engine's
+		// workflow worker measures the whole machine's CPU and pulls fewer
+		// ready workflows above 70% of it (5% at 90%), so other test files,
+		// a build or a busy core stalled actor creates, wakes and alarms
+		// (route_resolve_query_timeout, PUT /actors 500). docs/engine.md.
+		RIVET__RUNTIME__WORKER_CPU_MAX: "1000000",
 	};
 }
 

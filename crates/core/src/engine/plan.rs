@@ -152,7 +152,11 @@ const _: () = {
     assert!(ENVOY_ELIGIBLE_THRESHOLD_MS < ENVOY_LOST_THRESHOLD_MS);
 };
 
-/// The engine's environment . Added on top of the inherited
+/// The CPU, in millicores, that an engine we start measures its load
+/// against: a thousand cores, so that it never sheds load.
+pub const WORKER_CPU_MAX_MILLICORES: u32 = 1_000_000;
+
+/// The engine's environment. Added on top of the inherited
 /// environment, so a user's own `RIVET__*` settings not listed here still apply.
 pub fn engine_env(plan: &EnginePlan, dirs: &EngineDirs, env: Env<'_>) -> Vec<(String, String)> {
     let host = plan.bind_host.clone();
@@ -198,6 +202,15 @@ pub fn engine_env(plan: &EnginePlan, dirs: &EngineDirs, env: Env<'_>) -> Vec<(St
         ("RIVET__RUNTIME__FORCE_SHUTDOWN_DURATION", "2".into()),
     ];
     let mut out: Vec<(String, String)> = pairs.into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
+    // No load shedding for the machine's other work (docs/engine.md, "Load
+    // shedding"): on a host without a CPU cgroup of its own, the engine's
+    // workflow worker reads the whole machine's CPU use and, above 70% of
+    // it, pulls fewer ready workflows (5% at 90%), so a busy laptop stalls
+    // actor starts and wakes. Counted against a thousand cores it never
+    // sheds. A value the user set wins.
+    if env("RIVET__RUNTIME__WORKER_CPU_MAX").is_none() {
+        out.push(("RIVET__RUNTIME__WORKER_CPU_MAX".to_owned(), WORKER_CPU_MAX_MILLICORES.to_string()));
+    }
     if let Some(token) = admin_token(plan, env) {
         out.insert(0, ("RIVET__AUTH__ADMIN_TOKEN".to_owned(), token));
     }
@@ -323,6 +336,13 @@ mod tests {
         assert_eq!(env["RIVET__PEGBOARD__ENVOY_ELIGIBLE_THRESHOLD"], "3000");
         assert_eq!(env["RIVET__FEATURES__GUARD_GATEWAY_V3__MODE"], "on");
         assert_eq!(env["RIVET__RUNTIME__FORCE_SHUTDOWN_DURATION"], "2");
+        assert_eq!(env["RIVET__RUNTIME__WORKER_CPU_MAX"], "1000000", "no load shedding for the machine's other work");
+        let own = |k: &str| (k == "RIVET__RUNTIME__WORKER_CPU_MAX").then(|| "2000".to_owned());
+        let env = engine_env(&plan(&cfg("http://127.0.0.1:6420")).unwrap(), &dirs, &own);
+        assert!(
+            !env.iter().any(|(k, _)| k == "RIVET__RUNTIME__WORKER_CPU_MAX"),
+            "the user's value is inherited as it is"
+        );
 
         let token = |k: &str| (k == "RIVET__AUTH__ADMIN_TOKEN").then(|| "sekrit".to_owned());
         let env = engine_env(&plan(&cfg("http://127.0.0.1:6420")).unwrap(), &dirs, &token);

@@ -1,0 +1,168 @@
+#!/usr/bin/env node
+// The JS end-to-end suite (`npm run test:js`, part of `npm test`): every
+// `__test__/*.test.mjs` file under this machine's Node, and the files that
+// touch the addon's JS surface once more under Node 22 (./node22.mjs), as
+// one pool of jobs that run side by side.
+//
+// Why files in parallel: most of a file's time is spent waiting on the
+// engine's own timers (sleep timeouts, alarms, lost thresholds), not on a
+// core. Each file starts its own engine on private ports with its own data
+// directory (helpers/engine.mjs), so files share nothing but the machine.
+//
+//   node scripts/test-js.mjs [file ...]        the suite, or the given files
+//   node scripts/test-js.mjs --repeat N        N rounds; every failure is
+//                                              listed with its round, file and test
+//
+// Environment:
+//   RIVETKIT_TEST_JOBS     files at once (default 4)
+//   RIVETKIT_TEST_NODE22   0: skip the Node 22 pass; all: every file under Node 22 too
+//   RIVETKIT_TEST_LOGS     directory for each job's full output (default target/test-logs)
+//
+// A file's output is printed only when it failed (its whole TAP stream);
+// each finished file gets one line. The run ends with "N passed, N failed"
+// counted over the tests of every job, and exits 1 if any job failed.
+
+import { spawn } from "node:child_process";
+import { mkdirSync, readdirSync, writeFileSync } from "node:fs";
+import { basename, dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+import { node22, NODE22_LEFT_OUT } from "./node22.mjs";
+
+const root = join(dirname(fileURLToPath(import.meta.url)), "..");
+const args = process.argv.slice(2);
+const repeatAt = args.indexOf("--repeat");
+const rounds = repeatAt >= 0 ? Number(args.splice(repeatAt, 2)[1]) : 1;
+if (!Number.isInteger(rounds) || rounds < 1) throw new Error("--repeat takes a whole number of rounds");
+const jobs = Number(process.env.RIVETKIT_TEST_JOBS || 4);
+if (!Number.isInteger(jobs) || jobs < 1) throw new Error("RIVETKIT_TEST_JOBS must be a whole number of at least 1");
+const logDir = process.env.RIVETKIT_TEST_LOGS || join(root, "target", "test-logs");
+mkdirSync(logDir, { recursive: true });
+
+const testDir = join(root, "__test__");
+const allFiles = readdirSync(testDir)
+	.filter((name) => name.endsWith(".test.mjs"))
+	.sort();
+const files = args.length ? args.map((a) => basename(a)) : allFiles;
+
+/**
+ * Seconds each file took alone (one Node 20 run here, rounded): the pool
+ * starts the longest first, so that the run is not left waiting on one
+ * long file at its end. A file not listed counts as 10 s.
+ */
+const SECONDS = {
+	"drain.test.mjs": 85,
+	"reliability.test.mjs": 75,
+	"recovery.test.mjs": 70,
+	"sqlite.test.mjs": 70,
+	"workflow.test.mjs": 60,
+	"compat.test.mjs": 50,
+	"lifecycle.test.mjs": 45,
+	"cron.test.mjs": 35,
+	"scale-out.test.mjs": 35,
+	"schedule.test.mjs": 35,
+	"rivetkit-app.test.mjs": 35,
+	"persistence.test.mjs": 30,
+	"serverless.test.mjs": 30,
+	"packaging.test.mjs": 30,
+	"start-failure.test.mjs": 30,
+	"queue.test.mjs": 25,
+	"connections.test.mjs": 25,
+	"listener.test.mjs": 25,
+	"inspector.test.mjs": 20,
+	"raw-websocket-hibernation.test.mjs": 20,
+};
+const weight = (file) => SECONDS[file] ?? 10;
+
+/** Runs one file under `nodeBin`; resolves to its outcome. */
+function runFile(nodeBin, label, file, round) {
+	const started = Date.now();
+	return new Promise((resolve) => {
+		const child = spawn(nodeBin, ["--test", "--test-reporter=tap", join(testDir, file)], {
+			cwd: root,
+			env: { ...process.env, PATH: `${dirname(nodeBin)}:${process.env.PATH}` },
+			stdio: ["ignore", "pipe", "pipe"],
+		});
+		let out = "";
+		child.stdout.on("data", (d) => (out += d));
+		child.stderr.on("data", (d) => (out += d));
+		child.on("close", (code, signal) => {
+			const count = (what) => Number(out.match(new RegExp(`^# ${what} (\\d+)$`, "m"))?.[1] ?? 0);
+			const failedTests = [...out.matchAll(/^\s*not ok \d+ - (.*)$/gm)].map((m) => m[1]);
+			const result = {
+				label,
+				file,
+				round,
+				code,
+				signal,
+				seconds: (Date.now() - started) / 1000,
+				passed: count("pass"),
+				failed: count("fail") + count("cancelled"),
+				failedTests,
+				out,
+			};
+			// A file that died before its summary is a failure even with no test counted.
+			if ((code !== 0 || signal) && result.failed === 0) result.failed = 1;
+			const log = join(logDir, `${round}-${label}-${file.replace(/\.test\.mjs$/, "")}.log`);
+			writeFileSync(log, out);
+			result.log = log;
+			resolve(result);
+		});
+	});
+}
+
+async function main() {
+	const suiteStart = Date.now();
+	const n22 = await node22();
+	if (n22.skipped) console.log(`JS tests under Node 22: skipped (${n22.skipped})`);
+	const under22 = n22.bin
+		? files.filter((f) => process.env.RIVETKIT_TEST_NODE22 === "all" || !NODE22_LEFT_OUT.has(f.replace(/\.test\.mjs$/, "")))
+		: [];
+	const own = `node${process.versions.node.split(".")[0]}`;
+	console.log(
+		`JS tests: ${files.length} files under Node ${process.versions.node}` +
+			(n22.bin ? `, ${under22.length} under Node ${n22.version}` : "") +
+			`, ${jobs} at a time${rounds > 1 ? `, ${rounds} rounds` : ""}`,
+	);
+
+	const results = [];
+	for (let round = 1; round <= rounds; round++) {
+		const queue = [
+			...files.map((file) => ({ bin: process.execPath, label: own, file })),
+			...under22.map((file) => ({ bin: n22.bin, label: "node22", file })),
+		].sort((a, b) => weight(b.file) - weight(a.file));
+		const roundStart = Date.now();
+		const worker = async () => {
+			for (let job = queue.shift(); job; job = queue.shift()) {
+				const r = await runFile(job.bin, job.label, job.file, round);
+				results.push(r);
+				const mark = r.failed ? "FAIL" : "ok  ";
+				console.log(
+					`${mark} ${r.label} ${r.file} ${r.seconds.toFixed(1)} s (${r.passed} passed, ${r.failed} failed)` +
+						(rounds > 1 ? ` [round ${round}]` : ""),
+				);
+				if (r.failed) {
+					console.log(`---- output of ${r.label} ${r.file} (also in ${r.log}) ----\n${r.out}\n---- end of ${r.file} ----`);
+				}
+			}
+		};
+		await Promise.all(Array.from({ length: jobs }, worker));
+		if (rounds > 1) console.log(`round ${round}: ${((Date.now() - roundStart) / 1000).toFixed(0)} s`);
+	}
+
+	const failures = results.filter((r) => r.failed);
+	const passed = results.reduce((s, r) => s + r.passed, 0);
+	const failed = results.reduce((s, r) => s + r.failed, 0);
+	console.log(`\nJS suite: ${((Date.now() - suiteStart) / 1000).toFixed(0)} s in all`);
+	if (failures.length) {
+		console.log("failures:");
+		for (const r of failures) {
+			const tests = r.failedTests.length ? r.failedTests.join("; ") : `exit ${r.code ?? r.signal}`;
+			console.log(`  round ${r.round} ${r.label} ${r.file}: ${tests}`);
+		}
+	}
+	console.log(`${passed} passed, ${failed} failed`);
+	process.exit(failures.length ? 1 : 0);
+}
+
+await main();
