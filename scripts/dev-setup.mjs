@@ -25,11 +25,13 @@ if (command === "pack" || command === "publish") {
 }
 
 function run(file, args, what) {
+	const started = Date.now();
 	const res = spawnSync(file, args, { cwd: root, stdio: "inherit", shell: process.platform === "win32" });
 	if (res.status !== 0) {
 		console.error(`rivetkit-native: ${what} failed`);
 		process.exit(res.status ?? 1);
 	}
+	console.error(`rivetkit-native: ${what} took ${((Date.now() - started) / 1000).toFixed(0)} s`);
 }
 
 run(process.execPath, [join(root, "scripts/build.mjs"), "--release"], "the addon build");

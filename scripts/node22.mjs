@@ -16,8 +16,10 @@ import { fileURLToPath } from "node:url";
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 
 export const NODE22_LEFT_OUT = new Set([
+	"concurrency",
 	"cron",
 	"drain",
+	"drain-bound",
 	"first-run",
 	"persistence",
 	"recovery",

@@ -52,6 +52,7 @@ const files = args.length ? args.map((a) => basename(a)) : allFiles;
  */
 const SECONDS = {
 	"drain.test.mjs": 85,
+	"concurrency.test.mjs": 80,
 	"reliability.test.mjs": 75,
 	"recovery.test.mjs": 70,
 	"sqlite.test.mjs": 70,
@@ -71,6 +72,7 @@ const SECONDS = {
 	"listener.test.mjs": 25,
 	"inspector.test.mjs": 20,
 	"raw-websocket-hibernation.test.mjs": 20,
+	"drain-bound.test.mjs": 15,
 };
 const weight = (file) => SECONDS[file] ?? 10;
 

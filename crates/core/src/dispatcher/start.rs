@@ -90,23 +90,27 @@ impl Dispatcher {
     /// (invariant I9) or with the start error.
     pub async fn start_actor(self: &Arc<Self>, name: &str, ctx: ActorContext) -> anyhow::Result<()> {
         let key = InstanceKey::new(ctx.actor_id(), ctx.generation());
-        let hold = ctx.hold_generation();
-        {
+        let duplicate = {
             let mut state = self.lock();
-            let parked = match state.remove(&key) {
-                Some(Generation::StopBeforeStart(stop)) => Some(stop),
-                Some(other) => {
-                    // A second start of a generation that is already known.
-                    state.insert(key.clone(), other);
-                    None
+            let (parked, duplicate) = match state.remove(&key) {
+                Some(Generation::StopBeforeStart(stop)) => (Some(stop), None),
+                Some(known) => {
+                    let stopping = matches!(known, Generation::Started(InstanceRecord::Stopping { .. }));
+                    state.insert(key.clone(), known);
+                    (None, Some(stopping))
                 }
-                None => None,
+                None => (None, None),
             };
-            if state.get(&key).is_none() {
+            if duplicate.is_none() {
                 state.insert(key.clone(), Generation::Starting { ctx: ctx.clone(), parked });
+                state.forget_older_failed(&key);
             }
-            state.forget_older_failed(&key);
+            duplicate
+        };
+        if let Some(stopping) = duplicate {
+            return self.drop_duplicate_start(&key, &ctx, stopping).await;
         }
+        let hold = ctx.hold_generation();
 
         let prepared = async {
             self.wait_for_older_generations(&key).await?;
@@ -186,6 +190,30 @@ impl Dispatcher {
                 Err(err)
             }
         }
+    }
+
+    /// A second start of a generation already known here (invariant I12,
+    /// docs/generations.md): the engine sent a new start command for a
+    /// generation that is starting or running, which the envoy's replay
+    /// filter lets through. Running the start hooks again would fork the
+    /// actor: a second task, a second `onWake` that reloads the last saved
+    /// state under the first one's live state. It is dropped: its context
+    /// never writes, the first task keeps serving, and it is answered as
+    /// started (or, if the generation is stopping here, `actor.stopping`).
+    async fn drop_duplicate_start(&self, key: &InstanceKey, ctx: &ActorContext, stopping: bool) -> anyhow::Result<()> {
+        tracing::warn!(
+            actor_id = %key.actor_id,
+            generation = key.generation,
+            stopping,
+            "the engine started a generation that is already here; the second start is dropped"
+        );
+        ctx.end_writes().await;
+        if stopping {
+            return Err(catalog::actor_stopping(Some("a second start of a generation that is stopping here"))
+                .into_anyhow()
+                .context(ctx.specifier()));
+        }
+        Ok(())
     }
 
     /// The start error that traffic for `actor_id` gets while its newest

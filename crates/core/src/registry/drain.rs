@@ -402,7 +402,13 @@ async fn save_all(dispatcher: &Dispatcher, deadline: Instant) {
                     pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&(ctx.actor_id().to_owned(), ctx.generation()));
                 }
                 Err(err) => {
-                    tracing::error!(actor_id = ctx.actor_id(), generation = ctx.generation(), error = %format!("{err:#}"), "final save at the drain bound failed");
+                    tracing::error!(
+                        actor_id = ctx.actor_id(),
+                        generation = ctx.generation(),
+                        error = %format!("{err:#}"),
+                        "the final save at the drain bound failed; what this actor changed since its last \
+                         acknowledged save is lost"
+                    );
                 }
             }
             result.is_ok()

@@ -310,3 +310,40 @@ async fn hooks_run_in_order_and_wake_does_not_recreate() {
         ]
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn race_20_second_start_of_a_running_generation_is_dropped() {
+    let h = Harness::new();
+    let first = h.start(1).await;
+    let before = h.dispatcher.active_actor("actor").unwrap();
+    // The engine sends another start for generation 1 (a new command, so the
+    // envoy's replay filter lets it through): no second task, no hooks again.
+    let again = h.ctx(1);
+    h.dispatcher.start_actor(NAME, again.clone()).await.expect("a duplicate start is answered as started");
+    assert_eq!(
+        h.hooks.calls(),
+        ["createState:1", "onCreate:1", "createVars:1", "onWake:1", "onBeforeActorStart:1"],
+        "the start hooks ran once"
+    );
+    assert!(!first.aborted(), "the running generation keeps running");
+    let after = h.dispatcher.active_actor("actor").unwrap();
+    assert!(before.same_task(&after), "traffic still goes to the first task");
+    assert!(again.writes_closed(), "the duplicate's context can never write");
+}
+
+#[tokio::test(start_paused = true)]
+async fn race_21_second_start_while_the_first_is_starting_is_dropped() {
+    let h = Harness::new();
+    let gate = Gate::new();
+    *h.hooks.wake_gate.lock().unwrap() = Some(gate.clone());
+    let first = h.spawn_start(h.ctx(1));
+    gate.entered().await;
+    let second = h.spawn_start(h.ctx(1));
+    tokio::task::yield_now().await;
+    gate.release();
+    first.await.unwrap().expect("the first start");
+    second.await.unwrap().expect("the duplicate is answered as started");
+    let wakes = h.hooks.calls().iter().filter(|c| c.starts_with("onWake")).count();
+    assert_eq!(wakes, 1, "onWake ran once: {:?}", h.hooks.calls());
+    assert!(is_active(&h, 1));
+}
