@@ -152,7 +152,7 @@ test("after a SIGINT with only actors that may sleep, the engine has each one as
 	assert.deepEqual(
 		states.filter((r) => r.destroy_ts || r.error).map((r) => ({ id: r.actor_id, destroy_ts: r.destroy_ts, error: r.error })),
 		[],
-		"none destroyed, none with an error",
+		`none destroyed, none with an error; the host's log:\n${first.output()}`,
 	);
 
 	const second = await startHost(poolName);

@@ -94,6 +94,9 @@ pub struct MemoryLink {
     pub slept_here: std::sync::Mutex<Vec<(String, u32)>>,
     /// HTTP responses the envoy has not written yet (all generations).
     pub unsent_responses: tokio::sync::watch::Sender<usize>,
+    /// The next this many puts fail as the engine's store fails them
+    /// under load ("transaction failed").
+    pub failing_puts: std::sync::atomic::AtomicUsize,
 }
 
 #[cfg(test)]
@@ -143,6 +146,14 @@ impl EngineLink for MemoryLink {
         lost: CancellationToken,
     ) -> BoxFuture<'static, anyhow::Result<()>> {
         self.puts.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let failing = self.failing_puts.fetch_update(
+            std::sync::atomic::Ordering::SeqCst,
+            std::sync::atomic::Ordering::SeqCst,
+            |n| n.checked_sub(1),
+        );
+        if failing.is_ok() {
+            return Box::pin(async { Err(anyhow::anyhow!("transaction failed")) });
+        }
         if !lost.is_cancelled() {
             self.with_kv(|kv| {
                 for (k, v) in entries {

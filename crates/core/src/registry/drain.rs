@@ -399,7 +399,10 @@ async fn save_all(dispatcher: &Dispatcher, deadline: Instant) {
             let result = ctx.request_save_and_wait(SaveOptions { immediate: true, max_wait: None }).await;
             match &result {
                 Ok(()) => {
-                    pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&(ctx.actor_id().to_owned(), ctx.generation()));
+                    pending
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .remove(&(ctx.actor_id().to_owned(), ctx.generation()));
                 }
                 Err(err) => {
                     tracing::error!(

@@ -7,11 +7,15 @@ use tokio::time::Instant;
 
 use super::commands::{Reply, ShutdownKind};
 use super::{ActorTask, Grace, Phase, LOST_SHUTDOWN_GRACE_PERIOD};
-use crate::actor::LifecycleHook;
+use crate::actor::{ActorContext, ActorHooks, LifecycleHook};
 use crate::error::catalog;
 
 /// The final save may take at least this long, however short the grace.
 const MIN_FINAL_SAVE_TIMEOUT: Duration = Duration::from_secs(15);
+/// The final save's retries (`final_save_with_retries`).
+const FINAL_SAVE_RETRY_FIRST: Duration = Duration::from_millis(50);
+const FINAL_SAVE_RETRY_MAX: Duration = Duration::from_secs(1);
+const FINAL_SAVE_ATTEMPTS: u32 = 6;
 
 impl ActorTask {
     /// Enters grace: cancels the abort signal and starts `onSleep`/`onDestroy`.
@@ -71,7 +75,7 @@ impl ActorTask {
             Ok(())
         } else {
             let timeout = MIN_FINAL_SAVE_TIMEOUT.max(self.factory.config.sleep_grace_period);
-            match tokio::time::timeout(timeout, super::persist::save(&self.ctx, &*self.factory.hooks)).await {
+            match tokio::time::timeout(timeout, final_save_with_retries(&self.ctx, &*self.factory.hooks)).await {
                 Ok(result) => result,
                 Err(_) => Err(catalog::callback_timed_out("finalSave", timeout.as_millis() as u64).into_anyhow()),
             }
@@ -135,4 +139,35 @@ impl ActorTask {
             let _ = reply.send(r);
         }
     }
+}
+
+/// The final save, tried again while it fails for a reason that may
+/// pass (the engine answering a KV write with an error, as its store
+/// does under load: "transaction failed"), 50 ms after the first
+/// failure and twice as long after each one, up to 1 s, at most
+/// [`FINAL_SAVE_ATTEMPTS`] tries (the engine answers a write over its
+/// limits with the same words, and that one never passes); the caller
+/// bounds the whole. A generation that may no longer write, and a
+/// connection record too large to store, are not tried again.
+async fn final_save_with_retries(ctx: &ActorContext, hooks: &dyn ActorHooks) -> anyhow::Result<()> {
+    let mut wait = FINAL_SAVE_RETRY_FIRST;
+    for attempt in 1.. {
+        let result = super::persist::save(ctx, hooks).await;
+        let err = match result {
+            Ok(()) => return Ok(()),
+            Err(err) => err,
+        };
+        let code = crate::error::RivetError::extract(&err).qualified_code();
+        if attempt >= FINAL_SAVE_ATTEMPTS
+            || ctx.writes_closed()
+            || ctx.is_lost()
+            || code == "connection.record_too_large"
+        {
+            return Err(err);
+        }
+        tracing::warn!(error = %format!("{err:#}"), retry_in_ms = wait.as_millis() as u64, "final state save failed; trying again");
+        tokio::time::sleep(wait).await;
+        wait = (wait * 2).min(FINAL_SAVE_RETRY_MAX);
+    }
+    unreachable!("the loop returns")
 }

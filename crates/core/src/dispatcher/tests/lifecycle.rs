@@ -258,3 +258,19 @@ fn the_run_wake_time_joins_the_engine_alarm_and_clears() {
     assert_eq!(pushed(), Some(None));
     assert_eq!(ctx.run_wake_at(), None);
 }
+
+#[tokio::test(start_paused = true)]
+async fn final_save_is_tried_again_when_the_engine_fails_a_write() {
+    let h = Harness::new();
+    let ctx = h.start(1).await;
+    ctx.set_state(vec![7, 7, 7]);
+    // The engine's store answers the next two writes with an error, as it
+    // does under load; the third goes through.
+    h.link.failing_puts.store(2, Ordering::SeqCst);
+    let (stop, rx) = stop_handle();
+    h.dispatcher.stop_actor("actor", 1, crate::dispatcher::StopReason::SleepIntent, stop).await.unwrap();
+    assert_eq!(rx.await.unwrap(), Ok(()), "the stop succeeds once a retry went through");
+    assert_eq!(h.link.failing_puts.load(Ordering::SeqCst), 0);
+    let record = storage::load_record(&h.ctx(2)).await.unwrap().expect("a record");
+    assert_eq!(record.state, vec![7, 7, 7], "the final state reached the store");
+}
