@@ -57,7 +57,7 @@ for (const fault of ["SIGKILL", "SIGSTOP"]) {
 			// Every actor's changes are either saved (no line) or named as lost.
 			const out = host.output();
 			for (const id of ids) {
-				assert.match(out, new RegExp(`actor_id=${id}[^\\n]*is lost|is lost[^\\n]*actor_id=${id}`), `actor ${id} is named as unsaved\n${out}`);
+				assert.match(out, new RegExp(`actor_id="?${id}"?[^\\n]*is lost|is lost[^\\n]*actor_id="?${id}"?`), `actor ${id} is named as unsaved\n${out}`);
 			}
 		} finally {
 			if (fault === "SIGSTOP") process.kill(engine.pid, "SIGCONT");

@@ -76,6 +76,13 @@ const SECONDS = {
 };
 const weight = (file) => SECONDS[file] ?? 10;
 
+/**
+ * Files run alone, after the pool: their test of the engine's serverless
+ * start stream waited past its bound with other files beside it (2 runs in
+ * 6, cause not found yet: docs/testing.md), and it takes seconds alone.
+ */
+const ALONE = new Set(["serverless.test.mjs"]);
+
 /** Runs one file under `nodeBin`; resolves to its outcome. */
 function runFile(nodeBin, label, file, round) {
 	const started = Date.now();
@@ -148,7 +155,11 @@ async function main() {
 				}
 			}
 		};
+		const alone = queue.filter((job) => ALONE.has(job.file));
+		queue.splice(0, queue.length, ...queue.filter((job) => !ALONE.has(job.file)));
 		await Promise.all(Array.from({ length: jobs }, worker));
+		queue.push(...alone);
+		await worker();
 		if (rounds > 1) console.log(`round ${round}: ${((Date.now() - roundStart) / 1000).toFixed(0)} s`);
 	}
 

@@ -6,29 +6,20 @@ import { spawnSync } from "node:child_process";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
+import { clippyDriver, clippyEnv } from "./clippy-env.mjs";
+
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const npm = process.platform === "win32" ? "npm.cmd" : "npm";
 
-// Clippy runs inside the debug build rather than as its own `cargo clippy`:
-// clippy-driver compiles the workspace's own crates (and lints them, every
-// warning an error) while the dependencies are built once, for the tests
-// and for the lints alike. `npm run lint` is the same check on its own.
-function clippyDriver() {
-	const res = spawnSync("rustup", ["which", "clippy-driver"], { encoding: "utf8" });
-	if (res.status === 0 && res.stdout.trim()) return res.stdout.trim();
-	const onPath = spawnSync("clippy-driver", ["--version"], { encoding: "utf8" });
-	return onPath.status === 0 ? "clippy-driver" : null;
-}
+// Clippy runs inside the debug build (./clippy-env.mjs).
 const driver = clippyDriver();
-const clippyEnv = driver
-	? { RUSTC_WORKSPACE_WRAPPER: driver, CLIPPY_ARGS: ["-D", "warnings"].join("__CLIPPY_HACKERY__") + "__CLIPPY_HACKERY__" }
-	: {};
+const env = clippyEnv(driver);
 
 const stages = [
 	["fmt", "cargo", ["fmt", "--all", "--", "--check"]],
 	...(driver ? [] : [["clippy", npm, ["run", "lint"]]]),
-	[driver ? "debug build with clippy (tests, testing addon)" : "debug build (tests, testing addon)", npm, ["run", "build:testing"], clippyEnv],
-	["Rust tests", "cargo", ["test", "--workspace", "--features", "rivetkit-native/testing"], clippyEnv],
+	[driver ? "debug build with clippy (tests, testing addon)" : "debug build (tests, testing addon)", npm, ["run", "build:testing"], env],
+	["Rust tests", "cargo", ["test", "--workspace", "--features", "rivetkit-native/testing"], env],
 	["glibc check", process.execPath, [join(root, "scripts/check-glibc.mjs")]],
 	["JS tests", npm, ["run", "test:js"]],
 ];
