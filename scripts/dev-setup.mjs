@@ -11,12 +11,10 @@
 // part of the package) and for git dependencies (which then build from
 // source, so they need a Rust toolchain).
 
-import { spawn, spawnSync } from "node:child_process";
-import { existsSync, mkdirSync, openSync } from "node:fs";
+import { spawnSync } from "node:child_process";
+import { existsSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-
-import { clippyEnv } from "./clippy-env.mjs";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const command = process.env.npm_command;
@@ -24,23 +22,6 @@ const command = process.env.npm_command;
 if (command === "pack" || command === "publish") {
 	console.error(`rivetkit-native: prepare does nothing for npm ${command}`);
 	process.exit(0);
-}
-
-function startTestBuild() {
-	mkdirSync(join(root, "target"), { recursive: true });
-	const log = join(root, "target", "setup-debug-build.log");
-	const out = openSync(log, "w");
-	const child = spawn(process.execPath, [join(root, "scripts/build-testing.mjs")], {
-		cwd: root,
-		env: { ...process.env, ...clippyEnv() },
-		stdio: ["ignore", out, out],
-	});
-	console.error(`rivetkit-native: building the tests beside the addon (log: ${log})`);
-	const done = new Promise((resolve) => {
-		child.on("close", (code) => resolve(code ?? 1));
-		child.on("error", () => resolve(1));
-	});
-	return { log, done };
 }
 
 function run(file, args, what) {
@@ -53,24 +34,7 @@ function run(file, args, what) {
 	console.error(`rivetkit-native: ${what} took ${((Date.now() - started) / 1000).toFixed(0)} s`);
 }
 
-// The debug build that `npm test` needs (every test target and the testing
-// addon, with clippy: ./test.mjs) runs beside the release build: the
-// release build's last step (fat LTO) keeps one core busy for minutes and
-// leaves the other free. Best effort: if it fails, `npm test` builds it
-// again and reports why. Its output goes to target/setup-debug-build.log.
-// RIVETKIT_SETUP_TEST_BUILD=0 skips it.
-const testBuild =
-	process.env.RIVETKIT_SETUP_TEST_BUILD === "0" ? null : startTestBuild();
-
 run(process.execPath, [join(root, "scripts/build.mjs"), "--release"], "the addon build");
-
-if (testBuild) {
-	const started = Date.now();
-	const code = await testBuild.done;
-	const waited = ((Date.now() - started) / 1000).toFixed(0);
-	if (code === 0) console.error(`rivetkit-native: the test build is ready (waited ${waited} s more for it)`);
-	else console.error(`rivetkit-native: the test build beside it failed (exit ${code}, see ${testBuild.log}); npm test builds it again`);
-}
 
 const example = join(root, "examples/rivetkit-app");
 if (existsSync(join(example, "package.json"))) {
