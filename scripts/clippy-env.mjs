@@ -1,9 +1,8 @@
 // The environment that makes a cargo build also run clippy on the
 // workspace's own crates (every warning an error): clippy-driver as the
-// workspace's rustc wrapper. The debug build of `npm test` (and of the
-// setup, which builds it ahead) uses it, so the dependencies are compiled
-// once for the tests and the lints alike; `npm run lint` is the same check
-// on its own. Empty when no clippy-driver is found.
+// workspace's rustc wrapper. The debug build of `npm test` uses it, so
+// the dependencies are compiled once for the tests and the lints alike;
+// `npm run lint` is the same check on its own. Empty when no clippy-driver is found.
 
 import { spawnSync } from "node:child_process";
 

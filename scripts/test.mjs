@@ -13,13 +13,13 @@ const npm = process.platform === "win32" ? "npm.cmd" : "npm";
 
 // Clippy runs inside the debug build (./clippy-env.mjs).
 const driver = clippyDriver();
-const env = clippyEnv(driver);
+const withClippy = clippyEnv(driver);
 
 const stages = [
 	["fmt", "cargo", ["fmt", "--all", "--", "--check"]],
 	...(driver ? [] : [["clippy", npm, ["run", "lint"]]]),
-	[driver ? "debug build with clippy (tests, testing addon)" : "debug build (tests, testing addon)", npm, ["run", "build:testing"], env],
-	["Rust tests", "cargo", ["test", "--workspace", "--features", "rivetkit-native/testing"], env],
+	[driver ? "debug build with clippy (tests, testing addon)" : "debug build (tests, testing addon)", npm, ["run", "build:testing"], withClippy],
+	["Rust tests", "cargo", ["test", "--workspace", "--features", "rivetkit-native/testing"], withClippy],
 	["glibc check", process.execPath, [join(root, "scripts/check-glibc.mjs")]],
 	["JS tests", npm, ["run", "test:js"]],
 ];

@@ -374,7 +374,7 @@ const FINAL_SAVE_RESERVE_MIN: Duration = Duration::from_millis(250);
 const FINAL_SAVE_RESERVE_MAX: Duration = Duration::from_secs(5);
 
 /// The time kept at the end of a drain bound for the final saves.
-pub(crate) fn final_save_reserve(bound: Duration) -> Duration {
+fn final_save_reserve(bound: Duration) -> Duration {
     (bound / 4).clamp(FINAL_SAVE_RESERVE_MIN, FINAL_SAVE_RESERVE_MAX).min(bound / 2)
 }
 
@@ -397,22 +397,16 @@ async fn save_all(dispatcher: &Dispatcher, deadline: Instant) {
     let saves = stream::iter(live)
         .map(|ctx| async move {
             let result = ctx.request_save_and_wait(SaveOptions { immediate: true, max_wait: None }).await;
-            match &result {
-                Ok(()) => {
-                    pending
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .remove(&(ctx.actor_id().to_owned(), ctx.generation()));
-                }
-                Err(err) => {
-                    tracing::error!(
-                        actor_id = ctx.actor_id(),
-                        generation = ctx.generation(),
-                        error = %format!("{err:#}"),
-                        "the final save at the drain bound failed; what this actor changed since its last \
-                         acknowledged save is lost"
-                    );
-                }
+            // Settled either way: named below only if it never settles.
+            pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&(ctx.actor_id().to_owned(), ctx.generation()));
+            if let Err(err) = &result {
+                tracing::error!(
+                    actor_id = ctx.actor_id(),
+                    generation = ctx.generation(),
+                    error = %format!("{err:#}"),
+                    "the final save at the drain bound failed; what this actor changed since its last \
+                     acknowledged save is lost"
+                );
             }
             result.is_ok()
         })
