@@ -107,10 +107,16 @@ const streamer = actor({
 			return new Response(body, { headers: { "content-type": "application/octet-stream" } });
 		}
 		if (path.endsWith("/fail")) {
+			// Breaks after `/release`, so the client has read the status and
+			// the first bytes: an error before them would end the connection
+			// before the response head, a different case.
+			const gate = release(key);
 			const body = new ReadableStream({
-				start(controller) {
+				async start(controller) {
 					controller.enqueue(encoder.encode("partial"));
-					setTimeout(() => controller.error(new Error("stream broke")), 20);
+					await gate.promise;
+					releases.delete(key);
+					controller.error(new Error("stream broke"));
 				},
 			});
 			return new Response(body);

@@ -235,6 +235,15 @@ struct HttpBodySendWindowState {
 	consumed_bytes: u64,
 }
 
+/// The part of the gateway's response window this envoy fills (rivetkit-native
+/// patch): one chunk less than the window. The gateway returns credit when its
+/// client has taken a chunk, but releases that chunk's slot in its own response
+/// queue (bounded by the same window) a moment later; a chunk sent on that
+/// credit in between found the queue full and the gateway aborted the response
+/// (a streamed download cut short under load).
+pub(crate) const HTTP_RESPONSE_SEND_WINDOW_BYTES: u64 =
+	protocol::HTTP_STREAM_INITIAL_WINDOW_BYTES - HTTP_BODY_MAX_CHUNK_SIZE as u64;
+
 #[derive(Debug)]
 pub(crate) struct HttpBodySendWindow {
 	state: Mutex<HttpBodySendWindowState>,
@@ -254,7 +263,7 @@ impl HttpBodySendWindow {
 
 	pub(crate) async fn reserve(&self, bytes: u64) -> AnyhowResult<()> {
 		ensure!(
-			bytes <= protocol::HTTP_STREAM_INITIAL_WINDOW_BYTES,
+			bytes <= HTTP_RESPONSE_SEND_WINDOW_BYTES,
 			"HTTP body frame exceeds the flow-control window"
 		);
 		if bytes == 0 {
@@ -269,7 +278,7 @@ impl HttpBodySendWindow {
 					.sent_bytes
 					.checked_sub(state.consumed_bytes)
 					.context("HTTP body flow-control accounting underflow")?;
-				let available = protocol::HTTP_STREAM_INITIAL_WINDOW_BYTES
+				let available = HTTP_RESPONSE_SEND_WINDOW_BYTES
 					.checked_sub(outstanding)
 					.context("HTTP body flow-control window exceeded")?;
 				if bytes <= available {
@@ -416,7 +425,7 @@ mod tests {
 	async fn response_body_window_blocks_until_consumption_is_acknowledged() {
 		let window = HttpBodySendWindow::new();
 		window
-			.reserve(protocol::HTTP_STREAM_INITIAL_WINDOW_BYTES)
+			.reserve(HTTP_RESPONSE_SEND_WINDOW_BYTES)
 			.await
 			.expect("reserve initial window");
 		let blocked = tokio::spawn({
