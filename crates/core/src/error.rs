@@ -160,6 +160,16 @@ pub mod catalog {
         };
         RivetError::new("actor", "stopping", message)
     }
+    /// A new actor whose key the engine gave to another actor
+    /// (docs/generations.md, I13).
+    pub fn actor_duplicate_key(key: &str, owner: &str) -> RivetError {
+        RivetError::new(
+            "actor",
+            "duplicate_key",
+            format!("Another actor ({owner}) holds key {key:?}; this one was created in a race and does not start."),
+        )
+        .with_metadata(serde_json::json!({ "existing_actor_id": owner }))
+    }
     pub fn actor_destroying() -> RivetError {
         RivetError::new("actor", "destroying", "Actor is destroying.")
     }

@@ -68,6 +68,22 @@ pub trait EngineLink: Send + Sync + 'static {
     fn sqlite_transport(&self) -> Option<crate::sqlite::SqliteTransportHandle> {
         None
     }
+    /// Which actor the engine's key index names for `name` and `key`
+    /// (docs/generations.md, I13). `Unknown` where the link cannot ask.
+    fn key_owner(&self, _actor_id: &str, _name: &str, _key: &str) -> BoxFuture<'static, anyhow::Result<KeyOwner>> {
+        Box::pin(async { Ok(KeyOwner::Unknown) })
+    }
+}
+
+/// What the engine's key index says of a key (docs/generations.md, I13).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeyOwner {
+    /// This link cannot ask the engine (a test double, an `https` engine).
+    Unknown,
+    /// No live actor holds the key yet: its reservation is still open.
+    Pending,
+    /// The live actor that holds the key.
+    Actor(String),
 }
 
 /// Every actor's KV in a [`MemoryLink`], by (actor id, key).
@@ -97,6 +113,8 @@ pub struct MemoryLink {
     /// The next this many puts fail as the engine's store fails them
     /// under load ("transaction failed").
     pub failing_puts: std::sync::atomic::AtomicUsize,
+    /// The engine's answers to key-owner questions, in order (then `Unknown`).
+    pub key_owners: std::sync::Mutex<std::collections::VecDeque<KeyOwner>>,
 }
 
 #[cfg(test)]
@@ -204,6 +222,10 @@ impl EngineLink for MemoryLink {
     }
     fn set_alarm(&self, _actor_id: &str, _generation: u32, timestamp_ms: Option<i64>) {
         *self.alarm.lock().unwrap_or_else(|p| p.into_inner()) = Some(timestamp_ms);
+    }
+    fn key_owner(&self, _actor_id: &str, _name: &str, _key: &str) -> BoxFuture<'static, anyhow::Result<KeyOwner>> {
+        let answer = self.key_owners.lock().unwrap_or_else(|p| p.into_inner()).pop_front().unwrap_or(KeyOwner::Unknown);
+        Box::pin(async move { Ok(answer) })
     }
     fn sqlite_transport(&self) -> Option<crate::sqlite::SqliteTransportHandle> {
         Some(self.pages.clone())

@@ -15,6 +15,7 @@ pub mod factory;
 pub mod hooks;
 pub mod http_body;
 pub mod key;
+pub mod key_owner;
 pub mod kv;
 pub mod lifecycle;
 pub mod link;

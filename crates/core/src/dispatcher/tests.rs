@@ -7,6 +7,7 @@ mod admission;
 mod doubles;
 mod drain;
 mod failed_start;
+mod key_owner;
 mod lifecycle;
 mod races;
 mod traffic;

@@ -28,7 +28,7 @@ pub mod spawn;
 #[cfg(test)]
 mod test_dir;
 #[cfg(test)]
-mod test_server;
+pub(crate) mod test_server;
 
 use std::path::PathBuf;
 

@@ -13,7 +13,7 @@ use rivet_envoy_client::handle::EnvoyHandle;
 use rivet_envoy_client::protocol;
 use tokio_util::sync::CancellationToken;
 
-use super::EnvoyLink;
+use super::{EnvoyLink, KeyIndex};
 use crate::actor::context::ActorIdentity;
 use crate::actor::{ActorContext, ActorKey};
 use crate::dispatcher::{Dispatcher, StopHandle, StopReason};
@@ -22,11 +22,16 @@ use crate::routing;
 pub struct RegistryCallbacks {
     dispatcher: Arc<Dispatcher>,
     region: String,
+    key_index: Option<Arc<KeyIndex>>,
 }
 
 impl RegistryCallbacks {
-    pub fn new(dispatcher: Arc<Dispatcher>) -> Self {
-        Self { dispatcher, region: std::env::var("RIVET_REGION").unwrap_or_default() }
+    pub fn new(dispatcher: Arc<Dispatcher>, key_index: Option<KeyIndex>) -> Self {
+        Self {
+            dispatcher,
+            region: std::env::var("RIVET_REGION").unwrap_or_default(),
+            key_index: key_index.map(Arc::new),
+        }
     }
 }
 
@@ -92,7 +97,7 @@ impl EnvoyCallbacks for RegistryCallbacks {
         };
         // Built once its type is known: its limits and intervals come with it.
         let actor_config = dispatcher.factory(&config.name).map(|f| f.config.clone()).unwrap_or_default();
-        let ctx = ActorContext::new(identity, lost, Arc::new(EnvoyLink(handle)), &actor_config);
+        let ctx = ActorContext::new(identity, lost, Arc::new(EnvoyLink(handle, self.key_index.clone())), &actor_config);
         async move {
             tracing::debug!(actor_id = %ctx.actor_id(), generation = ctx.generation(), name = %config.name, "actor start");
             let result = dispatcher.start_actor(&config.name, ctx.clone()).await;

@@ -1,16 +1,27 @@
 //! [`EngineLink`] over an envoy handle.
 
+use std::sync::Arc;
+
 use futures::future::{BoxFuture, FutureExt};
 use rivet_envoy_client::handle::EnvoyHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::actor::link::{EngineLink, KvEntries};
+use super::key_index::KeyIndex;
+use crate::actor::link::{EngineLink, KeyOwner, KvEntries};
 
-pub struct EnvoyLink(pub EnvoyHandle);
+/// The envoy's handle, and the engine's key index where it can be asked.
+pub struct EnvoyLink(pub EnvoyHandle, pub Option<Arc<KeyIndex>>);
 
 impl EngineLink for EnvoyLink {
     fn request_sleep(&self, actor_id: &str, generation: u32) {
         self.0.sleep_actor(actor_id.to_string(), Some(generation), None);
+    }
+    fn key_owner(&self, actor_id: &str, name: &str, key: &str) -> BoxFuture<'static, anyhow::Result<KeyOwner>> {
+        let Some(index) = self.1.clone() else {
+            return async { Ok(KeyOwner::Unknown) }.boxed();
+        };
+        let (id, name, key) = (actor_id.to_owned(), name.to_owned(), key.to_owned());
+        async move { index.owner(&id, &name, &key).await }.boxed()
     }
     fn responses_sent(&self, actor_id: &str, generation: u32) -> BoxFuture<'static, ()> {
         let counter = self.0.http_request_counter(actor_id, Some(generation));

@@ -5,9 +5,11 @@
 //! [`EngineLink`]: crate::actor::EngineLink
 
 mod callbacks;
+mod key_index;
 mod link;
 mod sqlite;
 
 pub use callbacks::RegistryCallbacks;
+pub use key_index::KeyIndex;
 pub use link::EnvoyLink;
 pub use sqlite::EnvoyPages;

@@ -19,7 +19,7 @@ use super::config::{is_local_endpoint, should_manage_engine};
 use super::{CoreRegistry, ServeConfig};
 use crate::dispatcher::Dispatcher;
 use crate::engine;
-use crate::envoy::RegistryCallbacks;
+use crate::envoy::{KeyIndex, RegistryCallbacks};
 use crate::error::RivetError;
 
 /// What a running registry exposes to its host.
@@ -156,7 +156,10 @@ pub(crate) async fn connect_envoy(
         // One envoy per registry, so several registries can share a process.
         not_global: true,
         debug_latency_ms: None,
-        callbacks: Arc::new(RegistryCallbacks::new(dispatcher.clone())),
+        callbacks: Arc::new(RegistryCallbacks::new(
+            dispatcher.clone(),
+            KeyIndex::new(&config.endpoint, &config.namespace, config.token.as_deref()),
+        )),
     });
     // The envoy client retries a DNS failure or a refused connection
     // forever and only logs it: find the cause ourselves, say it at once,

@@ -36,6 +36,10 @@ async fn run_start_hooks(ctx: ActorContext, factory: ActorFactory) -> anyhow::Re
     ctx.set_hooks(hooks.clone());
     let record = storage::load_record(&ctx).await?;
     let is_new = !record.as_ref().is_some_and(|r| r.initialized);
+    // I13: a new keyed actor serves only as the key's owner.
+    if is_new {
+        crate::actor::key_owner::confirm(&ctx).await?;
+    }
     // The alarm and scheduled events: due ones fire once the actor has
     // started; the next wake-up is pushed to the engine again in case this
     // start was not its wake.

@@ -1,0 +1,113 @@
+//! The engine's key index, asked over its HTTP API: `GET /actors` by name
+//! and key (invariant I13, docs/generations.md).
+
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use serde::Deserialize;
+use url::Url;
+
+use crate::actor::link::KeyOwner;
+use crate::engine::http;
+
+/// One question takes at most this long; a slower engine is treated as
+/// an engine that cannot answer (the start goes on, and says so).
+const ASK_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Where and as whom to ask.
+#[derive(Debug, Clone)]
+pub struct KeyIndex {
+    endpoint: Url,
+    namespace: String,
+    token: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct ActorList {
+    #[serde(default)]
+    actors: Vec<ListedActor>,
+}
+
+#[derive(Deserialize)]
+struct ListedActor {
+    actor_id: String,
+    #[serde(default)]
+    destroy_ts: Option<i64>,
+}
+
+impl KeyIndex {
+    /// `None` for an endpoint the built-in client cannot reach (`https`).
+    pub fn new(endpoint: &str, namespace: &str, token: Option<&str>) -> Option<Self> {
+        let mut endpoint = Url::parse(endpoint).ok().filter(|u| u.scheme() == "http")?;
+        if !endpoint.path().ends_with('/') {
+            endpoint.set_path(&format!("{}/", endpoint.path()));
+        }
+        Some(Self { endpoint, namespace: namespace.to_owned(), token: token.map(str::to_owned) })
+    }
+
+    /// The live actor the index names for `name` and `key`; this actor
+    /// first when the index lists it among others.
+    pub async fn owner(&self, actor_id: &str, name: &str, key: &str) -> anyhow::Result<KeyOwner> {
+        let mut url = self.endpoint.join("actors").context("build the actors URL")?;
+        url.query_pairs_mut()
+            .append_pair("namespace", &self.namespace)
+            .append_pair("name", name)
+            .append_pair("key", key);
+        let res = http::get(&url, self.token.as_deref(), ASK_TIMEOUT).await?;
+        if !res.is_success() {
+            bail!("the engine answered {}: {}", res.status, res.text().chars().take(300).collect::<String>());
+        }
+        let list: ActorList = res.json()?;
+        let live: Vec<String> =
+            list.actors.into_iter().filter(|a| a.destroy_ts.is_none()).map(|a| a.actor_id).collect();
+        Ok(if live.iter().any(|id| id == actor_id) {
+            KeyOwner::Actor(actor_id.to_owned())
+        } else {
+            live.into_iter().next().map_or(KeyOwner::Pending, KeyOwner::Actor)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::test_server::{json_response, FakeServer};
+
+    async fn owner_for(answer: &'static str, status: u16, actor_id: &str) -> (anyhow::Result<KeyOwner>, String) {
+        let server = FakeServer::start(move |_, _| json_response(status, answer)).await;
+        let index = KeyIndex::new(&server.url, "ns", Some("tok")).expect("http endpoint");
+        let owner = index.owner(actor_id, "counter", "a/b").await;
+        let request = server.requests().pop().expect("one request");
+        assert_eq!(request.header("authorization").as_deref(), Some("Bearer tok"));
+        (owner, request.target)
+    }
+
+    #[tokio::test]
+    async fn asks_by_namespace_name_and_key() {
+        let (owner, target) = owner_for(r#"{"actors":[{"actor_id":"me","destroy_ts":null}]}"#, 200, "me").await;
+        assert_eq!(owner.unwrap(), KeyOwner::Actor("me".into()));
+        assert_eq!(target, "/actors?namespace=ns&name=counter&key=a%2Fb");
+    }
+
+    #[tokio::test]
+    async fn another_live_actor_is_the_owner_and_destroyed_ones_do_not_count() {
+        let listed = r#"{"actors":[{"actor_id":"gone","destroy_ts":5},{"actor_id":"winner"}]}"#;
+        assert_eq!(owner_for(listed, 200, "me").await.0.unwrap(), KeyOwner::Actor("winner".into()));
+        let only_destroyed = r#"{"actors":[{"actor_id":"gone","destroy_ts":5}]}"#;
+        assert_eq!(owner_for(only_destroyed, 200, "me").await.0.unwrap(), KeyOwner::Pending);
+        assert_eq!(owner_for(r#"{"actors":[]}"#, 200, "me").await.0.unwrap(), KeyOwner::Pending);
+    }
+
+    #[tokio::test]
+    async fn a_refusal_is_an_error() {
+        let (owner, _) = owner_for(r#"{"group":"auth","code":"forbidden"}"#, 403, "me").await;
+        assert!(format!("{:#}", owner.unwrap_err()).contains("403"));
+    }
+
+    #[test]
+    fn https_and_path_endpoints() {
+        assert!(KeyIndex::new("https://engine.example", "ns", None).is_none());
+        let index = KeyIndex::new("http://host:1/api", "ns", None).unwrap();
+        assert_eq!(index.endpoint.join("actors").unwrap().as_str(), "http://host:1/api/actors");
+    }
+}
