@@ -1,6 +1,7 @@
 //! The engine's key index, asked over its HTTP API: `GET /actors` by name
 //! and key (invariant I13, docs/generations.md).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::{bail, Context};
@@ -15,11 +16,14 @@ use crate::engine::http;
 const ASK_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// Where and as whom to ask.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct KeyIndex {
     endpoint: Url,
     namespace: String,
     token: Option<String>,
+    /// The engine refused our token for this once (401/403): later starts
+    /// do not ask again, so the log says it once, not once per actor.
+    refused: AtomicBool,
 }
 
 #[derive(Deserialize)]
@@ -42,18 +46,34 @@ impl KeyIndex {
         if !endpoint.path().ends_with('/') {
             endpoint.set_path(&format!("{}/", endpoint.path()));
         }
-        Some(Self { endpoint, namespace: namespace.to_owned(), token: token.map(str::to_owned) })
+        Some(Self {
+            endpoint,
+            namespace: namespace.to_owned(),
+            token: token.map(str::to_owned),
+            refused: AtomicBool::new(false),
+        })
     }
 
     /// The live actor the index names for `name` and `key`; this actor
     /// first when the index lists it among others.
     pub async fn owner(&self, actor_id: &str, name: &str, key: &str) -> anyhow::Result<KeyOwner> {
+        if self.refused.load(Ordering::Relaxed) {
+            return Ok(KeyOwner::Unknown);
+        }
         let mut url = self.endpoint.join("actors").context("build the actors URL")?;
         url.query_pairs_mut()
             .append_pair("namespace", &self.namespace)
             .append_pair("name", name)
             .append_pair("key", key);
         let res = http::get(&url, self.token.as_deref(), ASK_TIMEOUT).await?;
+        if matches!(res.status, 401 | 403) {
+            self.refused.store(true, Ordering::Relaxed);
+            bail!(
+                "the engine refused this token the actor list ({}); no new actor asks again: {}",
+                res.status,
+                res.text().chars().take(300).collect::<String>()
+            );
+        }
         if !res.is_success() {
             bail!("the engine answered {}: {}", res.status, res.text().chars().take(300).collect::<String>());
         }
@@ -99,9 +119,22 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_refusal_is_an_error() {
-        let (owner, _) = owner_for(r#"{"group":"auth","code":"forbidden"}"#, 403, "me").await;
-        assert!(format!("{:#}", owner.unwrap_err()).contains("403"));
+    async fn a_refused_token_is_an_error_once_then_the_index_is_not_asked_again() {
+        let server = FakeServer::start(|_, _| json_response(403, r#"{"group":"auth","code":"forbidden"}"#)).await;
+        let index = KeyIndex::new(&server.url, "ns", None).unwrap();
+        let first = index.owner("me", "counter", "k").await;
+        assert!(format!("{:#}", first.unwrap_err()).contains("403"));
+        assert_eq!(index.owner("me", "counter", "k").await.unwrap(), KeyOwner::Unknown);
+        assert_eq!(server.requests().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_server_error_is_an_error_and_the_next_start_asks_again() {
+        let server = FakeServer::start(|_, _| json_response(500, r#"{"group":"core","code":"internal_error"}"#)).await;
+        let index = KeyIndex::new(&server.url, "ns", None).unwrap();
+        assert!(index.owner("me", "counter", "k").await.is_err());
+        assert!(index.owner("me", "counter", "k").await.is_err());
+        assert_eq!(server.requests().len(), 2);
     }
 
     #[test]

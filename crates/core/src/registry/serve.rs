@@ -138,6 +138,19 @@ fn runner_config_policy(config: &ServeConfig) -> engine::RetryPolicy {
     engine::RetryPolicy { attempts: u32::try_from(attempts).unwrap_or(u32::MAX), interval }
 }
 
+/// The engine's key index for the new-actor check (I13, docs/generations.md);
+/// the log says once when the check is off.
+fn key_index(config: &ServeConfig) -> Option<KeyIndex> {
+    let index = KeyIndex::new(&config.endpoint, &config.namespace, config.token.as_deref());
+    if index.is_none() {
+        tracing::info!(
+            endpoint = %config.endpoint,
+            "new actors start without asking the engine who holds their key (I13): the built-in HTTP client speaks only http://"
+        );
+    }
+    index
+}
+
 /// Starts the envoy and waits, bounded, for the engine to accept it. The
 /// envoy client reconnects forever on its own, so the bound is ours.
 pub(crate) async fn connect_envoy(
@@ -156,10 +169,7 @@ pub(crate) async fn connect_envoy(
         // One envoy per registry, so several registries can share a process.
         not_global: true,
         debug_latency_ms: None,
-        callbacks: Arc::new(RegistryCallbacks::new(
-            dispatcher.clone(),
-            KeyIndex::new(&config.endpoint, &config.namespace, config.token.as_deref()),
-        )),
+        callbacks: Arc::new(RegistryCallbacks::new(dispatcher.clone(), key_index(config))),
     });
     // The envoy client retries a DNS failure or a refused connection
     // forever and only logs it: find the cause ourselves, say it at once,
