@@ -82,7 +82,12 @@ impl ActorTask {
         };
         tracing::debug!(target: crate::DRAIN_TRACE, actor_id = %self.ctx.actor_id(), generation = self.ctx.generation(), ok = result.is_ok(), "final save done");
         if let Err(err) = &result {
-            tracing::error!(error = %format!("{err:#}"), "final state save failed");
+            // Said with the loss, so an operator reading a drain knows
+            // which actors' changes did not survive (docs/drain.md).
+            tracing::error!(
+                error = %format!("{err:#}"),
+                "final state save failed; what this actor changed since its last acknowledged save is lost"
+            );
         }
         if kind == Some(ShutdownKind::Destroy) && !self.ctx.is_lost() {
             // A destroyed actor must not be woken by its alarm.
