@@ -1,12 +1,13 @@
 //! A new actor with a key serves only once the engine names it the key's
 //! owner (invariant I13, docs/generations.md).
 //!
-//! Why: engine 2.3.19 answers many concurrent `getOrCreate` calls on a key
-//! that does not exist yet by creating several actors, starting each, and
-//! destroying all but one once the key's reservation is decided. An actor
-//! that served calls before it lost answered them from a state that is
-//! then thrown away: acknowledged updates lost, values answered twice. So
-//! the first start of a keyed actor asks the engine's key index first.
+//! Why: when many clients `getOrCreate` a key that does not exist yet, the
+//! engine creates several actors and destroys all but one once the key's
+//! reservation is decided. An actor that served calls before it lost would
+//! answer them from a state that is then thrown away (acknowledged updates
+//! lost, values answered twice). Engine 2.3.19 on one node was not seen to
+//! start a loser (docs/testing.md); this check makes the outcome impossible
+//! on this host whatever the engine does, for one round trip per new actor.
 
 use std::time::Duration;
 
