@@ -716,6 +716,12 @@ export interface JsActorConfig {
   hasDatabase?: boolean
   remoteSqlite?: boolean
   enableActorRuntimeSocket?: boolean
+  /**
+   * Answers wait for the engine to confirm the save of what they
+   * changed (docs/durability.md). Default: on, unless the environment
+   * sets `RIVETKIT_OUTPUT_GATE=0`.
+   */
+  outputGate?: boolean
   hasState?: boolean
   canHibernateWebsocket?: boolean
   stateSaveIntervalMs?: number

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use napi::bindgen_prelude::{Object, Unknown};
 use napi_derive::napi;
-use rivetkit_native_core::actor::{ActorConfig, ActorFactory, InspectorTab};
+use rivetkit_native_core::actor::{ActorConfig, ActorFactory, InspectorTab, OutputGate};
 
 use crate::error::{throw, to_js_error};
 use crate::hooks::JsHooks;
@@ -30,6 +30,10 @@ pub struct JsActorConfig {
     pub has_database: Option<bool>,
     pub remote_sqlite: Option<bool>,
     pub enable_actor_runtime_socket: Option<bool>,
+    /// Answers wait for the engine to confirm the save of what they
+    /// changed (docs/durability.md). Default: on, unless the environment
+    /// sets `RIVETKIT_OUTPUT_GATE=0`.
+    pub output_gate: Option<bool>,
     pub has_state: Option<bool>,
     pub can_hibernate_websocket: Option<bool>,
     pub state_save_interval_ms: Option<f64>,
@@ -180,6 +184,11 @@ impl JsActorConfig {
                 })
                 .collect(),
             enable_actor_runtime_socket: self.enable_actor_runtime_socket.unwrap_or(d.enable_actor_runtime_socket),
+            output_gate: match self.output_gate {
+                Some(true) => OutputGate::On,
+                Some(false) => OutputGate::Off,
+                None => OutputGate::from_env(),
+            },
         })
     }
 }

@@ -123,6 +123,7 @@ pub fn public_status(group: &str, code: &str) -> Option<u16> {
         ("actor", "method_not_allowed") => 405,
         ("actor", "action_timed_out") => 408,
         ("actor", "aborted") => 400,
+        ("actor", "save_unconfirmed") => 503,
         ("actor_runtime_socket", "unsupported" | "not_enabled" | "closed" | "database_unavailable") => 400,
         ("message", "incoming_too_long" | "outgoing_too_long") => 400,
         ("schedule" | "kv" | "user", _) => 400,
@@ -169,6 +170,14 @@ pub mod catalog {
             format!("Another actor ({owner}) holds key {key:?}; this one was created in a race and does not start."),
         )
         .with_metadata(serde_json::json!({ "existing_actor_id": owner }))
+    }
+    /// The output gate withheld an answer (docs/durability.md).
+    pub fn actor_save_unconfirmed(reason: &str) -> RivetError {
+        RivetError::new(
+            "actor",
+            "save_unconfirmed",
+            format!("The work ran, but the engine did not confirm the save of what it changed ({reason}); it may not have taken effect."),
+        )
     }
     pub fn actor_destroying() -> RivetError {
         RivetError::new("actor", "destroying", "Actor is destroying.")

@@ -49,6 +49,9 @@ pub struct ActorConfig {
     /// Whether a generation may provision its runtime socket
     /// (`enableActorRuntimeSocket`, experimental; docs/runtime-socket.md).
     pub enable_actor_runtime_socket: bool,
+    /// Whether answers wait for the save of what they changed
+    /// (docs/durability.md); on by default.
+    pub output_gate: super::OutputGate,
 }
 
 /// One entry of the inspector's tab list: a custom tab (`label` set), or a
@@ -93,6 +96,7 @@ impl Default for ActorConfig {
             actions: Vec::new(),
             inspector_tabs: Vec::new(),
             enable_actor_runtime_socket: false,
+            output_gate: super::OutputGate::On,
         }
     }
 }

@@ -9,5 +9,6 @@ mod drain;
 mod failed_start;
 mod key_owner;
 mod lifecycle;
+mod output_gate;
 mod races;
 mod traffic;

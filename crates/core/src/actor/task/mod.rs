@@ -310,7 +310,7 @@ impl ActorTask {
         let revision = ctx.saves().begin_save();
         self.saving = Some(Box::pin(async move {
             let result = persist::save(&ctx, &*hooks).await;
-            if let Err(err) = &result {
+            if let (Err(err), false) = (&result, ctx.is_lost()) {
                 tracing::warn!(error = %format!("{err:#}"), "state save failed; retrying");
             }
             ctx.saves().finish_save(revision, &result);

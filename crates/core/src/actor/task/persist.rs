@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use crate::actor::{conn_store, storage, ActorContext, ActorHooks, SerializeReason};
-use crate::error::RivetError;
+use crate::error::{catalog, RivetError};
 
 /// How long `serializeState` may take before the save goes ahead with the
 /// state the context already has.
@@ -13,8 +13,9 @@ const SERIALIZE_TIMEOUT: Duration = Duration::from_secs(15);
 
 pub(super) async fn save(ctx: &ActorContext, hooks: &dyn ActorHooks) -> anyhow::Result<()> {
     if ctx.is_lost() {
-        // A lost generation never writes (its successor owns the data).
-        return Ok(());
+        // A lost generation never writes (its successor owns the data), and
+        // nothing it changed is durable: gated answers must not leave.
+        return Err(catalog::actor_stopping(Some("the generation was lost")).into_anyhow());
     }
     ctx.check_writable()?;
     refresh_state(ctx, hooks).await;

@@ -93,7 +93,14 @@ impl ActorTask {
             // A destroyed actor must not be woken by its alarm.
             self.ctx.link().set_alarm(self.ctx.actor_id(), self.ctx.generation(), None);
         }
-        self.ctx.saves().finish_save(revision, &result);
+        if self.ctx.is_lost() {
+            // Nothing was written: answers waiting on this save are refused.
+            let unsaved = Err(catalog::actor_stopping(Some("the generation was lost before the save")).into_anyhow());
+            self.ctx.saves().finish_save(revision, &unsaved);
+        } else {
+            self.ctx.saves().finish_save(revision, &result);
+        }
+        self.ctx.saves().close(catalog::actor_stopping(Some("the generation stopped")));
         // The runtime socket's clients are database clients: gone first.
         self.ctx.shutdown_runtime_socket().await;
         self.ctx.close_sqlite().await;
@@ -119,7 +126,8 @@ impl ActorTask {
             tracing::warn!("in-flight work of a lost generation did not finish in time; aborting it");
             self.inflight.abort_all();
         }
-        self.ctx.saves().abandon(catalog::actor_stopping(Some("the generation was lost before the save")));
+        // No save runs again: waiting answers are refused, later requests too.
+        self.ctx.saves().close(catalog::actor_stopping(Some("the generation was lost before the save")));
         self.reply_to_stops(Ok(()));
         // Commands that raced the lost signal still get an answer.
         self.lifecycle_rx.close();

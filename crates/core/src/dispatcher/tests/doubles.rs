@@ -180,6 +180,10 @@ impl ActorHooks for TestHooks {
         cancel: CancellationToken,
     ) -> Option<BoxFuture<'static, anyhow::Result<Vec<u8>>>> {
         self.record(format!("action {name}:{}", ctx.generation()));
+        if let Some(value) = name.strip_prefix("set:") {
+            // Changes the state as a host would, before the action returns.
+            ctx.set_state(value.as_bytes().to_vec());
+        }
         let gate = if name == "hang" { self.action_gate.lock().unwrap().clone() } else { None };
         let (calls, name) = (self.calls.clone(), name.to_string());
         Some(

@@ -1,6 +1,6 @@
 //! `POST /action/<name>` (docs/wire-formats.md): method, size and body
 //! checks, dispatch to the actor task (which bounds it by the action
-//! timeout), and the response in the request's encoding.
+//! timeout), the output gate, and the response in the request's encoding.
 
 use rivet_envoy_client::config::{HttpRequest as EnvoyRequest, HttpResponse as EnvoyResponse};
 
@@ -54,6 +54,10 @@ pub(super) async fn handle(
         Ok(output) => output,
         Err(err) => return fail(err, None),
     };
+    // The answer waits for the save of what the action changed (docs/durability.md).
+    if let Err(err) = handle.output_gate().await {
+        return fail(err, None);
+    }
     let body = encode_output(encoding, output)?;
     if body.len() > config.max_outgoing_message_size {
         return fail(outgoing_too_long().into_anyhow(), Some(BAD_REQUEST));

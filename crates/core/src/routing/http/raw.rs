@@ -2,7 +2,8 @@
 //! stream both ways (docs/streams.md): of an upload the gateway streams,
 //! the first [`INLINE_BODY`] bytes are read ahead (a small body arrives
 //! whole) and the rest is handed over unread; the hook may answer
-//! `stream: true` and write the response body afterwards.
+//! `stream: true` and write the response body afterwards. The response
+//! head passes the output gate (docs/durability.md).
 
 use rivet_envoy_client::config::{HttpRequest as EnvoyRequest, HttpRequestBodyStream, HttpResponse as EnvoyResponse};
 
@@ -37,6 +38,11 @@ pub(super) async fn handle(
         // The answer is complete: the rest of the upload is not wanted.
         reader.cancel().await;
     }
+    // The head waits for the save of what the hook changed (docs/durability.md).
+    let result = match result {
+        Ok(resp) => handle.output_gate().await.map(|()| resp),
+        Err(err) => Err(err),
+    };
     let mut response = match result {
         Ok(resp) => {
             let empty = method.eq_ignore_ascii_case("HEAD") || matches!(resp.status, 100..=199 | 204 | 304);

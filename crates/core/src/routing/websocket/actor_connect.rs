@@ -240,7 +240,14 @@ impl Socket {
 
     async fn run_action(self: Arc<Self>, id: u64, name: String, args: Vec<u8>, index: u16) {
         let hibernating_index = self.conn.is_hibernatable().then_some(index);
-        let result = self.handle.action_on(Some(self.conn.clone()), hibernating_index, name, args).await;
+        let mut result = self.handle.action_on(Some(self.conn.clone()), hibernating_index, name, args).await;
+        if result.is_ok() {
+            // Answered (and acknowledged) only once what it changed is saved
+            // (docs/durability.md); a refused one may be replayed below.
+            if let Err(err) = self.handle.output_gate().await {
+                result = Err(err);
+            }
+        }
         if result.is_err() && self.replay_later() {
             return;
         }
