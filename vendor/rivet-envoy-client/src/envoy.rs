@@ -187,6 +187,10 @@ pub enum ToEnvoyMessage {
 		generation: Option<u32>,
 		response_tx: oneshot::Sender<Option<ActorInfo>>,
 	},
+	/// rivetkit-native patch: see `EnvoyHandle::unacknowledged_event_count`.
+	UnacknowledgedEvents {
+		response_tx: oneshot::Sender<usize>,
+	},
 	/// rivetkit-native patch: see `EnvoyHandle::sleep_and_stop_actor`.
 	SleepAndStop {
 		actor_id: String,
@@ -599,6 +603,10 @@ async fn envoy_loop(
 							}
 						});
 						let _ = response_tx.send(info);
+					}
+					ToEnvoyMessage::UnacknowledgedEvents { response_tx } => {
+						let count = ctx.pending_events.values().map(|p| p.events.len()).sum();
+						let _ = response_tx.send(count);
 					}
 					ToEnvoyMessage::Shutdown => {
 						handle_shutdown(&mut ctx).await;

@@ -214,6 +214,16 @@ impl EnvoyHandle {
 		rx.await.ok().flatten()
 	}
 
+	/// rivetkit-native patch: how many events the envoy sent that the engine
+	/// has not acknowledged yet (`None` once the envoy loop ended). Engine
+	/// 2.3.19 can drop events it had read but not applied when the
+	/// connection ends, so a host that leaves waits for this to reach 0.
+	pub async fn unacknowledged_event_count(&self) -> Option<usize> {
+		let (tx, rx) = tokio::sync::oneshot::channel();
+		crate::envoy::send_to_envoy_tx(&self.shared, ToEnvoyMessage::UnacknowledgedEvents { response_tx: tx }).ok()?;
+		rx.await.ok()
+	}
+
 	pub async fn wait_actor_registered_then_stopped(&self, actor_id: &str, generation: u32) {
 		let mut registered = false;
 		loop {

@@ -53,6 +53,9 @@ const REPORT_POLL: Duration = Duration::from_millis(2);
 /// connection after ours closed it. The engine closes it once it has read
 /// our close, and with it every frame sent before.
 const CLOSE_WAIT: Duration = Duration::from_secs(10);
+/// How long step 3a waits for the engine's acknowledgement of our events.
+const ACK_WAIT: Duration = Duration::from_secs(5);
+const ACK_POLL: Duration = Duration::from_millis(5);
 /// On the graceful path (actors that may not sleep): once everything has
 /// stopped here (all saved), how long the engine still gets to stop the
 /// actors it has not stopped yet before the envoy goes down. Those it has
@@ -235,6 +238,7 @@ async fn hand_over(envoy: &EnvoyHandle, dispatcher: &Dispatcher, for_engine: usi
         };
     }
     tracing::debug!(target: crate::DRAIN_TRACE, "every actor reported stopped");
+    events_acknowledged(envoy).await;
     let mut session = envoy.subscribe_connection_session();
     envoy.shutdown(true);
     if tokio::time::timeout(FORCED_STOP_WAIT, envoy.wait_stopped()).await.is_err() {
@@ -250,6 +254,31 @@ async fn hand_over(envoy: &EnvoyHandle, dispatcher: &Dispatcher, for_engine: usi
         ),
     }
     true
+}
+
+/// Step 3a: waits (at most [`ACK_WAIT`]) until the engine acknowledged
+/// every event the envoy sent. Engine 2.3.19 drops events it had read but
+/// not yet applied when the connection ends: an actor whose sleep it lost
+/// stays bound to this departed host, and the gateway sends its requests
+/// here until the lost threshold (docs/drain.md).
+async fn events_acknowledged(envoy: &EnvoyHandle) {
+    let acked = tokio::time::timeout(ACK_WAIT, async {
+        while envoy.unacknowledged_event_count().await.is_some_and(|n| n > 0) {
+            tokio::time::sleep(ACK_POLL).await;
+        }
+    })
+    .await;
+    match acked {
+        Ok(()) => tracing::debug!(target: crate::DRAIN_TRACE, "engine acknowledged every event"),
+        Err(_) => {
+            let unacknowledged = envoy.unacknowledged_event_count().await.unwrap_or(0);
+            tracing::warn!(
+                wait_ms = ACK_WAIT.as_millis() as u64,
+                unacknowledged,
+                "the engine did not acknowledge every event in time; leaving anyway"
+            );
+        }
+    }
 }
 
 /// Step 3: the envoy's graceful shutdown; true once its loop ended.
