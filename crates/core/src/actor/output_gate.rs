@@ -64,7 +64,9 @@ impl ActorTaskHandle {
         };
         saved.map_err(|err| {
             let cause = RivetError::extract(&err);
-            not_saved(&cause.message).with_metadata(serde_json::json!({ "cause": cause.qualified_code() })).into_anyhow()
+            not_saved(&cause.message)
+                .with_metadata(serde_json::json!({ "cause": cause.qualified_code() }))
+                .into_anyhow()
         })
     }
 }
