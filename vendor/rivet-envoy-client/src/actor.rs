@@ -1738,6 +1738,8 @@ mod tests {
 			protocol_metadata: Arc::new(tokio::sync::Mutex::new(None)),
 			shutting_down: std::sync::atomic::AtomicBool::new(false),
 			last_ping_ts: std::sync::atomic::AtomicI64::new(0),
+			lease_proof_ms: std::sync::atomic::AtomicI64::new(0),
+			connect_started_ms: std::sync::atomic::AtomicI64::new(0),
 			stopped_tx: tokio::sync::watch::channel(true).0,
 		});
 		(shared, envoy_rx)

@@ -106,6 +106,8 @@ pub async fn handle_commands(ctx: &mut EnvoyContext, commands: Vec<protocol::Com
 	if !batch_actors.is_empty() {
 		send_batch_command_acks(ctx, &batch_actors).await;
 	}
+	// rivetkit-native patch: a stop may release parked requests (`crate::stopped_here`).
+	crate::tunnel::release_parked_requests(ctx).await;
 }
 
 /// Ack only the given actors' latest processed command index. Used for the

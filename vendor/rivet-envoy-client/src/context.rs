@@ -43,6 +43,12 @@ pub struct SharedContext {
 	/// `EnvoyHandle::is_ping_healthy` to surface a dead engine link to upstream health checks.
 	/// Zero means no ping has been received yet.
 	pub last_ping_ts: AtomicI64,
+	/// rivetkit-native patch (`crate::lease`): local epoch ms of the latest
+	/// moment the engine is proven to have seen this envoy alive.
+	pub lease_proof_ms: AtomicI64,
+	/// rivetkit-native patch: local epoch ms when the current connection
+	/// attempt began (its handshake proves the engine saw us then or later).
+	pub connect_started_ms: AtomicI64,
 	// Latched signal fired by `envoy_loop` after its cleanup block completes.
 	// Waiters observing `true` are guaranteed that the loop has exited and
 	// every pending KV/SQLite request has been resolved (with `EnvoyShutdownError`

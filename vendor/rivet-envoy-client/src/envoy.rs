@@ -51,10 +51,6 @@ use crate::utils::{BufferMap, EnvoyShutdownError, SleepFuture, boxed_sleep, spaw
 #[cfg(not(target_arch = "wasm32"))]
 static GLOBAL_ENVOY: OnceLock<Mutex<Option<EnvoyHandle>>> = OnceLock::new();
 
-/// How long before the engine's lost threshold the envoy stops its own actors. Covers ping
-/// delivery latency and the jitter in the engine's ping interval.
-const LOST_THRESHOLD_SAFETY_MARGIN_MS: i64 = 3_000;
-
 pub struct EnvoyContext {
 	pub shared: Arc<SharedContext>,
 	pub shutting_down: bool,
@@ -79,6 +75,16 @@ pub struct EnvoyContext {
 	/// across `remove_actor` so a replayed `CommandStartActor` for an
 	/// already-stopped actor cannot resurrect it.
 	pub processed_command_idx: HashMap<(String, u32), i64>,
+	/// rivetkit-native patch: see `crate::stopped_here`.
+	pub stopped_here: crate::stopped_here::StoppedHere,
+	/// rivetkit-native patch: requests waiting for the engine's stop of
+	/// their generation (`crate::stopped_here::Parked`).
+	pub parked_requests: Vec<crate::stopped_here::Parked>,
+	/// rivetkit-native patch: see `crate::lease`.
+	pub lease: crate::lease::Lease,
+	/// rivetkit-native patch: set by `EnvoyHandle::withdraw`; the engine is
+	/// told again on every new connection.
+	pub withdrawn: bool,
 }
 
 pub struct HttpRequestRoute {
@@ -187,9 +193,15 @@ pub enum ToEnvoyMessage {
 		generation: Option<u32>,
 		response_tx: oneshot::Sender<Option<ActorInfo>>,
 	},
-	/// rivetkit-native patch: see `EnvoyHandle::unacknowledged_event_count`.
-	UnacknowledgedEvents {
+	/// rivetkit-native patch: see `EnvoyHandle::withdraw`.
+	Withdraw,
+	/// rivetkit-native patch: see `EnvoyHandle::awaiting_engine_stop_count`.
+	AwaitingEngineStops {
 		response_tx: oneshot::Sender<usize>,
+	},
+	/// rivetkit-native patch: a pong was just queued (`crate::lease`).
+	LeaseProbe {
+		pong_sent_ms: i64,
 	},
 	/// rivetkit-native patch: see `EnvoyHandle::sleep_and_stop_actor`.
 	SleepAndStop {
@@ -322,6 +334,8 @@ impl EnvoyContext {
 	}
 
 	pub fn remove_actor(&mut self, actor_id: &str, generation: u32) {
+		// rivetkit-native patch: see `crate::stopped_here`.
+		self.stopped_here.insert(actor_id, generation);
 		if let Some(generations) = self.actors.get_mut(actor_id) {
 			generations.remove(&generation);
 			if generations.is_empty() {
@@ -378,6 +392,34 @@ impl EnvoyContext {
 			None
 		} else {
 			Some(actor)
+		}
+	}
+
+	/// rivetkit-native patch: whether that generation has been stopped (by
+	/// the engine's command or by this host) and the engine may still route
+	/// to it; see `crate::stopped_here`.
+	pub fn stopped_recently(&self, actor_id: &str, generation: Option<u32>) -> bool {
+		// An entry whose task has ended (a generation this host put to sleep
+		// keeps its entry until the engine's stop) or that the engine stops.
+		let ended = |entry: &ActorEntry| entry.received_stop || entry.handle.is_closed();
+		let entries = self.actors.get(actor_id);
+		let entry_ended = match generation {
+			Some(g) => entries.and_then(|gens| gens.get(&g)).is_some_and(ended),
+			None => entries.is_some_and(|gens| !gens.is_empty() && gens.values().all(ended)),
+		};
+		entry_ended || self.stopped_here.contains(actor_id, generation)
+	}
+
+	/// rivetkit-native patch: whether this host put that generation to
+	/// sleep and the engine has not sent its stop yet (any generation of the
+	/// actor, without one).
+	pub fn awaiting_engine_stop(&self, actor_id: &str, generation: Option<u32>) -> bool {
+		let Some(entries) = self.actors.get(actor_id) else {
+			return false;
+		};
+		match generation {
+			Some(g) => entries.get(&g).is_some_and(|entry| !entry.received_stop),
+			None => entries.values().any(|entry| !entry.received_stop),
 		}
 	}
 
@@ -449,6 +491,8 @@ fn start_envoy_sync_inner(config: EnvoyConfig) -> EnvoyHandle {
 		protocol_metadata: Arc::new(tokio::sync::Mutex::new(None)),
 		shutting_down: std::sync::atomic::AtomicBool::new(false),
 		last_ping_ts: std::sync::atomic::AtomicI64::new(0),
+		lease_proof_ms: std::sync::atomic::AtomicI64::new(0),
+		connect_started_ms: std::sync::atomic::AtomicI64::new(0),
 		stopped_tx,
 	});
 
@@ -477,6 +521,10 @@ fn start_envoy_sync_inner(config: EnvoyConfig) -> EnvoyHandle {
 		http_request_cancellations: HashMap::new(),
 		buffered_messages: Vec::new(),
 		processed_command_idx: HashMap::new(),
+		stopped_here: Default::default(),
+		lease: Default::default(),
+		withdrawn: false,
+		parked_requests: Vec::new(),
 	};
 
 	tracing::info!(envoy_key = %shared.envoy_key, "starting envoy");
@@ -604,8 +652,23 @@ async fn envoy_loop(
 						});
 						let _ = response_tx.send(info);
 					}
-					ToEnvoyMessage::UnacknowledgedEvents { response_tx } => {
-						let count = ctx.pending_events.values().map(|p| p.events.len()).sum();
+					ToEnvoyMessage::LeaseProbe { pong_sent_ms } => {
+						crate::lease::probe(&mut ctx, pong_sent_ms).await;
+					}
+					ToEnvoyMessage::Withdraw => {
+						if !ctx.withdrawn {
+							ctx.withdrawn = true;
+							tracing::debug!("withdrawing from placement");
+							ws_send(&ctx.shared, protocol::ToRivet::ToRivetStopping).await;
+						}
+					}
+					ToEnvoyMessage::AwaitingEngineStops { response_tx } => {
+						let count = ctx
+							.actors
+							.values()
+							.flat_map(|generations| generations.values())
+							.filter(|entry| !entry.received_stop)
+							.count();
 						let _ = response_tx.send(count);
 					}
 					ToEnvoyMessage::Shutdown => {
@@ -628,6 +691,7 @@ async fn envoy_loop(
 				cleanup_old_sqlite_requests(&mut ctx);
 				cleanup_old_remote_sqlite_requests(&mut ctx);
 				crate::events::cleanup_expired_terminal_events(&mut ctx);
+				crate::tunnel::release_parked_requests(&mut ctx).await;
 				kv_cleanup_tick = boxed_sleep(std::time::Duration::from_millis(KV_CLEANUP_INTERVAL_MS));
 			}
 			_ = async {
@@ -744,6 +808,13 @@ async fn handle_conn_message(
 			tracing::info!(?init.metadata, "received init");
 
 			lost_timeout = None;
+			// rivetkit-native patch: the handshake proves the connection's start (`crate::lease`).
+			crate::lease::prove(ctx, ctx.shared.connect_started_ms.load(Ordering::Acquire));
+			// rivetkit-native patch: a withdrawn envoy stays withdrawn on a
+			// new connection (`EnvoyHandle::withdraw`).
+			if ctx.withdrawn {
+				ws_send(&ctx.shared, protocol::ToRivet::ToRivetStopping).await;
+			}
 			resend_unacknowledged_events(ctx).await;
 			process_unsent_kv_requests(ctx).await;
 			process_unsent_sqlite_requests(ctx).await;
@@ -818,21 +889,12 @@ fn envoy_lost_threshold_ms(ctx: &EnvoyContext) -> i64 {
 		.unwrap_or(10_000)
 }
 
-/// When the envoy stops trusting its actors after the last engine ping. The engine refreshes its
-/// envoy liveness timestamp right before sending each ping and declares the envoy's actors lost
-/// once that timestamp is older than `envoy_lost_threshold`, then may start them elsewhere. The
-/// envoy receives each ping after that refresh, so giving up a margin before the threshold normally
-/// stops the actors before the engine can reallocate them. A ping delayed in transit by more than
-/// the margin can still let the engine give up first. This also covers half-open connections that
-/// never report a close.
+/// When the envoy stops trusting its actors: the engine gives them to another host once it has
+/// not read a pong from this envoy for `envoy_lost_threshold`. rivetkit-native patch: counted
+/// from the latest pong the engine is proven to have read (`crate::lease`).
 pub fn engine_ping_silence_deadline_ms(ctx: &EnvoyContext) -> Option<i64> {
-	let last_ping_ts = ctx.shared.last_ping_ts.load(Ordering::Acquire);
-	if last_ping_ts == 0 {
-		return None;
-	}
-	let threshold = envoy_lost_threshold_ms(ctx);
-	let margin = LOST_THRESHOLD_SAFETY_MARGIN_MS.min(threshold / 2);
-	Some(last_ping_ts + threshold - margin)
+	// rivetkit-native patch: counted from proof, not from a ping's receipt (`crate::lease`).
+	crate::lease::deadline_ms(ctx, envoy_lost_threshold_ms(ctx))
 }
 
 pub fn engine_ping_silence_expired(ctx: &EnvoyContext, now_ms: i64) -> bool {
@@ -865,8 +927,11 @@ pub fn declare_actors_lost(ctx: &mut EnvoyContext, message: &'static str) {
 		reason = message,
 		"declaring envoy actors lost"
 	);
-	for (_actor_id, gens) in &ctx.actors {
-		for (_g, entry) in gens {
+	for (actor_id, gens) in &ctx.actors {
+		for (g, entry) in gens {
+			// rivetkit-native patch: a request for a lost generation that
+			// arrives after a heal is left for the gateway (`crate::stopped_here`).
+			ctx.stopped_here.insert(actor_id, *g);
 			entry.lost.cancel();
 			if !entry.handle.is_closed() {
 				let _ = entry.handle.send(ToActor::Lost);

@@ -228,6 +228,8 @@ mod tests {
 			protocol_metadata: Arc::new(tokio::sync::Mutex::new(None)),
 			shutting_down: std::sync::atomic::AtomicBool::new(false),
 			last_ping_ts: std::sync::atomic::AtomicI64::new(0),
+			lease_proof_ms: std::sync::atomic::AtomicI64::new(0),
+			connect_started_ms: std::sync::atomic::AtomicI64::new(0),
 			stopped_tx: tokio::sync::watch::channel(true).0,
 		});
 		let handle = EnvoyHandle {
@@ -253,6 +255,10 @@ mod tests {
 				http_request_cancellations: HashMap::new(),
 				buffered_messages: Vec::new(),
 				processed_command_idx: HashMap::new(),
+				stopped_here: Default::default(),
+				lease: Default::default(),
+				withdrawn: false,
+				parked_requests: Vec::new(),
 			},
 			handle,
 		)
@@ -472,5 +478,95 @@ mod tests {
 
 		cleanup_expired_terminal_events_at(&mut ctx, now + TERMINAL_EVENT_RETENTION);
 		assert!(ctx.pending_events.is_empty());
+	}
+
+	// rivetkit-native patch: `crate::stopped_here`.
+	fn request_start(actor_id: &str, generation: Option<u32>) -> protocol::ToEnvoyTunnelMessage {
+		protocol::ToEnvoyTunnelMessage {
+			message_id: protocol::MessageId {
+				gateway_id: [1, 2, 3, 4],
+				request_id: [5, 6, 7, 8],
+				message_index: 0,
+			},
+			message_kind: protocol::ToEnvoyTunnelMessageKind::ToEnvoyRequestStart(
+				protocol::ToEnvoyRequestStart {
+					actor_id: actor_id.to_string(),
+					actor_generation: generation,
+					method: "POST".to_string(),
+					path: "/action/increment".to_string(),
+					headers: HashMap::new(),
+					body: None,
+					stream: false,
+					response_stream: false,
+				},
+			),
+		}
+	}
+
+	/// The error an answer carries: (x-rivet-error, body).
+	async fn answered_error(rx: &mut mpsc::UnboundedReceiver<WsTxMessage>) -> (String, serde_json::Value) {
+		let WsTxMessage::Send(bytes) = rx.recv().await.expect("an answer") else {
+			panic!("expected a frame");
+		};
+		let answer = protocol::versioned::ToRivet::deserialize(&bytes, protocol::PROTOCOL_VERSION)
+			.expect("decode answer");
+		let protocol::ToRivet::ToRivetTunnelMessage(protocol::ToRivetTunnelMessage {
+			message_kind: protocol::ToRivetTunnelMessageKind::ToRivetResponseStart(start),
+			..
+		}) = answer
+		else {
+			panic!("expected a response start");
+		};
+		let body = serde_json::from_slice(start.body.as_deref().expect("a body")).expect("json body");
+		(start.headers["x-rivet-error"].clone(), body)
+	}
+
+	#[tokio::test]
+	async fn request_for_a_generation_stopped_here_is_answered_restarting() {
+		let (mut ctx, _handle) = new_envoy_context();
+		let (tx, mut rx) = mpsc::unbounded_channel();
+		install_connection(&ctx.shared, tx).await;
+		insert_actor(&mut ctx, "slept", 1, Arc::new(AsyncCounter::new()), true);
+		insert_actor(&mut ctx, "stopping", 1, Arc::new(AsyncCounter::new()), true);
+		ctx.remove_actor("slept", 1);
+
+		for (actor_id, generation) in [("slept", Some(1)), ("slept", None), ("stopping", Some(1))] {
+			crate::tunnel::handle_tunnel_message(&mut ctx, 0, request_start(actor_id, generation))
+				.await;
+			let (header, body) = answered_error(&mut rx).await;
+			assert_eq!(header, "actor.restarting", "{actor_id} {generation:?}");
+			assert_eq!(body["group"], "actor");
+			assert_eq!(body["code"], "restarting");
+			assert_eq!(body["metadata"]["retryable"], true);
+		}
+
+		// An actor this envoy never ran is still answered not found.
+		crate::tunnel::handle_tunnel_message(&mut ctx, 0, request_start("never-here", Some(1)))
+			.await;
+		assert_eq!(answered_error(&mut rx).await.0, "envoy.actor_not_found");
+	}
+
+	#[tokio::test]
+	async fn request_for_a_generation_put_to_sleep_here_waits_for_the_engines_stop() {
+		let (mut ctx, _handle) = new_envoy_context();
+		let (tx, mut rx) = mpsc::unbounded_channel();
+		install_connection(&ctx.shared, tx).await;
+		// Put to sleep by this host: its task ended (the helper's handle is
+		// closed), the engine has not sent a stop, the entry is still here.
+		insert_actor(&mut ctx, "slept-here", 1, Arc::new(AsyncCounter::new()), false);
+
+		crate::tunnel::handle_tunnel_message(&mut ctx, 0, request_start("slept-here", Some(1))).await;
+		crate::tunnel::release_parked_requests(&mut ctx).await;
+		assert!(rx.try_recv().is_err(), "answered before the engine's stop");
+		assert_eq!(ctx.parked_requests.len(), 1);
+
+		ctx.actors
+			.get_mut("slept-here")
+			.and_then(|generations| generations.get_mut(&1))
+			.expect("entry")
+			.received_stop = true;
+		crate::tunnel::release_parked_requests(&mut ctx).await;
+		assert_eq!(answered_error(&mut rx).await.0, "actor.restarting");
+		assert!(ctx.parked_requests.is_empty());
 	}
 }

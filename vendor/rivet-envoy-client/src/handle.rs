@@ -169,6 +169,27 @@ impl EnvoyHandle {
 		);
 	}
 
+	/// rivetkit-native patch: takes this envoy out of the engine's placement
+	/// (the engine removes it from the pool's load balancer, and asks every
+	/// actor still running on it to go away: each restarts on another host)
+	/// while the envoy stays connected and keeps serving what is still here.
+	/// A new connection repeats it.
+	pub fn withdraw(&self) {
+		let _ = crate::envoy::send_to_envoy_tx(&self.shared, ToEnvoyMessage::Withdraw);
+	}
+
+	/// rivetkit-native patch: how many generations on this envoy the engine
+	/// has not sent its stop for yet (`None` once the envoy loop ended). A
+	/// generation put to sleep here gets the engine's stop once the
+	/// engine's workflow has taken its sleep intent and marked it asleep;
+	/// until then the gateway may still route requests for it here, so a
+	/// host that leaves waits for this to reach 0 (bounded by the caller).
+	pub async fn awaiting_engine_stop_count(&self) -> Option<usize> {
+		let (tx, rx) = tokio::sync::oneshot::channel();
+		crate::envoy::send_to_envoy_tx(&self.shared, ToEnvoyMessage::AwaitingEngineStops { response_tx: tx }).ok()?;
+		rx.await.ok()
+	}
+
 	/// rivetkit-native patch: puts a generation to sleep without waiting for
 	/// the engine's stop command. The actor task reports a sleep intent and,
 	/// right behind it on the same ordered event stream, runs the stop
@@ -212,16 +233,6 @@ impl EnvoyHandle {
 		)
 		.ok()?;
 		rx.await.ok().flatten()
-	}
-
-	/// rivetkit-native patch: how many events the envoy sent that the engine
-	/// has not acknowledged yet (`None` once the envoy loop ended). Engine
-	/// 2.3.19 can drop events it had read but not applied when the
-	/// connection ends, so a host that leaves waits for this to reach 0.
-	pub async fn unacknowledged_event_count(&self) -> Option<usize> {
-		let (tx, rx) = tokio::sync::oneshot::channel();
-		crate::envoy::send_to_envoy_tx(&self.shared, ToEnvoyMessage::UnacknowledgedEvents { response_tx: tx }).ok()?;
-		rx.await.ok()
 	}
 
 	pub async fn wait_actor_registered_then_stopped(&self, actor_id: &str, generation: u32) {

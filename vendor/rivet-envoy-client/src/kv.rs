@@ -52,6 +52,8 @@ pub async fn handle_kv_request(
 }
 
 pub async fn handle_kv_response(ctx: &mut EnvoyContext, response: protocol::ToEnvoyKvResponse) {
+	// rivetkit-native patch: see `crate::lease`.
+	crate::lease::answered(ctx, response.request_id);
 	let request = ctx.kv_requests.remove(&response.request_id);
 
 	if let Some(request) = request {

@@ -13,6 +13,8 @@ pub mod kv;
 pub mod latency_channel;
 pub mod metrics;
 pub mod sqlite;
+pub mod lease;
+pub mod stopped_here;
 pub mod stringify;
 pub(crate) mod time {
 	#[cfg(not(target_arch = "wasm32"))]

@@ -683,6 +683,8 @@ mod tests {
 			protocol_metadata: Arc::new(tokio::sync::Mutex::new(None)),
 			shutting_down: std::sync::atomic::AtomicBool::new(false),
 			last_ping_ts: std::sync::atomic::AtomicI64::new(0),
+			lease_proof_ms: std::sync::atomic::AtomicI64::new(0),
+			connect_started_ms: std::sync::atomic::AtomicI64::new(0),
 			stopped_tx: tokio::sync::watch::channel(true).0,
 		});
 
@@ -704,6 +706,10 @@ mod tests {
 			http_request_cancellations: HashMap::new(),
 			buffered_messages: Vec::new(),
 			processed_command_idx: HashMap::new(),
+			stopped_here: Default::default(),
+			lease: Default::default(),
+			withdrawn: false,
+			parked_requests: Vec::new(),
 		}
 	}
 

@@ -427,9 +427,16 @@ async fn handle_request_start(
 		.map(|actor| actor.handle.clone());
 
 	let Some(actor_handle) = actor_handle else {
-		let generation_mismatch =
-			actor_generation.is_some() && ctx.get_actor(&actor_id, None).is_some();
-		let (error_code, message) = if generation_mismatch {
+		// rivetkit-native patch: a generation stopped here a moment ago is
+		// answered `actor.restarting`, once the engine has taken its stop
+		// (`crate::stopped_here`).
+		let stopped_recently = ctx.stopped_recently(&actor_id, actor_generation);
+		let generation_mismatch = !stopped_recently
+			&& actor_generation.is_some()
+			&& ctx.get_actor(&actor_id, None).is_some();
+		let (error_code, message) = if stopped_recently {
+			("", "")
+		} else if generation_mismatch {
 			tracing::warn!(
 				actor_id = %actor_id,
 				?actor_generation,
@@ -459,6 +466,33 @@ async fn handle_request_start(
 					request_id: message_id.request_id,
 				},
 			);
+		}
+		if stopped_recently {
+			let session = response_stream.then_some(connection_session);
+			if ctx.awaiting_engine_stop(&actor_id, actor_generation)
+				&& ctx.parked_requests.len() < crate::stopped_here::MAX_PARKED
+			{
+				tracing::debug!(actor_id = %actor_id, ?actor_generation, "request for a generation put to sleep here; parked until the engine's stop");
+				ctx.parked_requests.push(crate::stopped_here::Parked {
+					actor_id,
+					generation: actor_generation,
+					gateway_id: message_id.gateway_id,
+					request_id: message_id.request_id,
+					session,
+					at: crate::time::Instant::now(),
+				});
+				return;
+			}
+			tracing::debug!(actor_id = %actor_id, ?actor_generation, "request for a generation stopped here; answered restarting");
+			answer_restarting(
+				ctx,
+				session,
+				message_id.gateway_id,
+				message_id.request_id,
+				actor_generation.map(|generation| (actor_id.as_str(), generation)),
+			)
+			.await;
+			return;
 		}
 		send_error_response(
 			ctx,
@@ -619,6 +653,11 @@ async fn handle_ws_open(
 		.map(|actor| actor.handle.clone());
 
 	let Some(actor_handle) = actor_handle else {
+		// rivetkit-native patch: as for an HTTP request (`crate::stopped_here`).
+		if ctx.stopped_recently(&actor_id, actor_generation) {
+			tracing::debug!(actor_id = %actor_id, ?actor_generation, "ws open for a generation stopped here; left for the gateway to retry");
+			return;
+		}
 		let generation_mismatch =
 			actor_generation.is_some() && ctx.get_actor(&actor_id, None).is_some();
 		let reason = if generation_mismatch {
@@ -824,6 +863,52 @@ pub async fn send_or_buffer_tunnel_message(
 	}
 }
 
+/// rivetkit-native patch: `actor.restarting` (503, retryable), RivetKit's
+/// own answer for "retry this on the next generation" (`crate::stopped_here`).
+async fn answer_restarting(
+	ctx: &EnvoyContext,
+	session: Option<u64>,
+	gateway_id: protocol::GatewayId,
+	request_id: protocol::RequestId,
+	actor: Option<(&str, u32)>,
+) {
+	send_error_response(
+		ctx,
+		session,
+		gateway_id,
+		request_id,
+		"actor.restarting",
+		"Actor is restarting. Retry the request.",
+		actor,
+	)
+	.await;
+}
+
+/// rivetkit-native patch: answers every parked request whose generation the
+/// engine has now stopped, or that waited [`crate::stopped_here::PARK_FOR`].
+pub async fn release_parked_requests(ctx: &mut EnvoyContext) {
+	if ctx.parked_requests.is_empty() {
+		return;
+	}
+	let now = crate::time::Instant::now();
+	let parked = std::mem::take(&mut ctx.parked_requests);
+	for request in parked {
+		let waited_out = now.duration_since(request.at) >= crate::stopped_here::PARK_FOR;
+		if !waited_out && ctx.awaiting_engine_stop(&request.actor_id, request.generation) {
+			ctx.parked_requests.push(request);
+			continue;
+		}
+		answer_restarting(
+			ctx,
+			request.session,
+			request.gateway_id,
+			request.request_id,
+			request.generation.map(|generation| (request.actor_id.as_str(), generation)),
+		)
+		.await;
+	}
+}
+
 async fn send_error_response(
 	ctx: &EnvoyContext,
 	connection_session: Option<u64>,
@@ -833,12 +918,16 @@ async fn send_error_response(
 	message: &str,
 	actor: Option<(&str, u32)>,
 ) {
-	let code = error_code.strip_prefix("envoy.").unwrap_or(error_code);
+	// rivetkit-native patch: the group comes from the code ("envoy." before).
+	let (group, code) = error_code.split_once('.').unwrap_or(("envoy", error_code));
 	let mut error = serde_json::json!({
-		"group": "envoy",
+		"group": group,
 		"code": code,
 		"message": message,
 	});
+	if error_code == "actor.restarting" {
+		error["metadata"] = serde_json::json!({ "retryable": true });
+	}
 	if let Some((actor_id, generation)) = actor {
 		error["actor"] = serde_json::json!({
 			"actorId": actor_id,

@@ -240,11 +240,19 @@ async fn forward_to_envoy(shared: &SharedContext, session: u64, message: protoco
 			shared
 				.last_ping_ts
 				.store(crate::time::now_millis(), Ordering::Release);
-			ws_send(
+			// rivetkit-native patch: the probe behind the pong proves it (`crate::lease`).
+			let pong_sent_ms = crate::time::now_millis();
+			let unsent = ws_send(
 				shared,
 				protocol::ToRivet::ToRivetPong(protocol::ToRivetPong { ts: ping.ts }),
 			)
 			.await;
+			if !unsent {
+				let _ = crate::envoy::send_to_envoy_tx(
+					shared,
+					ToEnvoyMessage::LeaseProbe { pong_sent_ms },
+				);
+			}
 		}
 		other => {
 			let _ = crate::envoy::send_to_envoy_tx(

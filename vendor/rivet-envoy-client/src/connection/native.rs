@@ -102,6 +102,10 @@ const CLOSE_REPLY_WAIT: std::time::Duration = std::time::Duration::from_secs(10)
 async fn single_connection(
 	shared: &Arc<SharedContext>,
 ) -> anyhow::Result<(u64, Option<crate::utils::ParsedCloseReason>)> {
+	// rivetkit-native patch: see `crate::lease`.
+	shared
+		.connect_started_ms
+		.store(crate::time::now_millis(), Ordering::Release);
 	let url = super::ws_url(shared);
 	let protocols = {
 		let mut p = vec!["rivet".to_string()];
