@@ -51,6 +51,7 @@ const files = args.length ? args.map((a) => basename(a)) : allFiles;
  * long file at its end. A file not listed counts as 10 s.
  */
 const SECONDS = {
+	"cluster-safety.test.mjs": 175,
 	"drain.test.mjs": 85,
 	"concurrency.test.mjs": 80,
 	"reliability.test.mjs": 75,

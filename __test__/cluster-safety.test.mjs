@@ -1,0 +1,266 @@
+// Cluster safety (docs/durability.md): several hosts of the example app
+// (rivetkit 2.3.19 on this addon) in one pool of a real engine, under
+// continuous load from the official client, with real faults: a surge
+// rolling deploy (SIGINT), a host SIGKILLed, and a host cut off from the
+// engine by a TCP proxy that holds its bytes (short and long partitions).
+//
+// What every scenario checks, per counter: every answered increment is
+// durable (the final count is at least the number answered), no value is
+// answered twice, and, where the scenario promises it, no request failed.
+
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+import { setTimeout as sleep } from "node:timers/promises";
+
+import { createClient } from "rivetkit/client";
+
+import { interrupt, startApp, waitForOutput } from "./helpers/app.mjs";
+import { startEngine, waitFor } from "./helpers/engine.mjs";
+import { faultProxy } from "./helpers/fault-proxy.mjs";
+
+// A lower lost threshold keeps the partition scenarios short; the host's
+// lease ends this long after the newest pong the engine is proven to have
+// read, less 1 s (docs/durability.md, "The lease").
+const LOST_THRESHOLD_MS = 8_000;
+
+/** A host of the example app on `endpoint` in `pool`. */
+async function startHost(engine, pool, name, endpoint = engine.endpoint) {
+	const app = startApp("src/server.mjs", {
+		RIVET_ENDPOINT: endpoint,
+		RIVET_TOKEN: engine.token,
+		RIVET_POOL: pool,
+		RIVET_EXPOSE_ERRORS: "1",
+		// CLUSTER_SAFETY_LOG=<filter> (e.g. "info,rivet_envoy_client=debug") for a closer look.
+		...(process.env.CLUSTER_SAFETY_LOG ? { RIVET_LOG_LEVEL: process.env.CLUSTER_SAFETY_LOG } : {}),
+	});
+	app.name = name;
+	await waitForOutput(app, /registry serving/);
+	return app;
+}
+
+/**
+ * Increments `keys` without pause over HTTP (`workers` loops) and over one
+ * WebSocket connection per key of `wsKeys`, recording every answer.
+ * `stop()` ends the loops and resolves to the record.
+ */
+function load(client, { keys, workers = 6, wsKeys = [] }) {
+	const answered = new Map([...keys, ...wsKeys].map((k) => [k, []]));
+	const failures = [];
+	const closes = [];
+	let running = true;
+	let next = 0;
+	let longestStall = 0;
+	let stalled = null;
+	const loops = [];
+	const stall = (key, via, began) => {
+		const took = Date.now() - began;
+		if (took > longestStall) {
+			longestStall = took;
+			stalled = { key, via, at: new Date(began).toISOString(), ms: took };
+		}
+	};
+	for (let w = 0; w < workers; w++) {
+		loops.push(
+			(async () => {
+				while (running) {
+					const key = keys[next++ % keys.length];
+					const began = Date.now();
+					try {
+						answered.get(key).push(await client.counter.getOrCreate([key]).increment(1));
+					} catch (err) {
+						failures.push({ key, via: "http", code: `${err.group}.${err.code}`, message: String(err.message).slice(0, 200) });
+					}
+					stall(key, "http", began);
+				}
+			})(),
+		);
+	}
+	const conns = wsKeys.map((key) => {
+		const conn = client.counter.getOrCreate([key]).connect();
+		conn.onClose?.(() => closes.push(key));
+		loops.push(
+			(async () => {
+				while (running) {
+					const began = Date.now();
+					try {
+						answered.get(key).push(await conn.increment(1));
+					} catch (err) {
+						failures.push({ key, via: "ws", code: `${err.group}.${err.code}`, message: String(err.message).slice(0, 200) });
+						await sleep(50);
+					}
+					stall(key, "ws", began);
+				}
+			})(),
+		);
+		return conn;
+	});
+	return {
+		answered,
+		get count() {
+			return [...answered.values()].reduce((n, v) => n + v.length, 0);
+		},
+		async stop() {
+			running = false;
+			await Promise.all(loops);
+			// Closes seen under load only: disposing closes each connection too.
+			const closedUnderLoad = [...closes];
+			for (const conn of conns) await conn.dispose?.();
+			return { answered, failures, closes: closedUnderLoad, longestStall, stalled };
+		},
+	};
+}
+
+/**
+ * Per counter: no value answered twice, and the count the engine keeps is
+ * at least the number of increments answered. Returns the lost count.
+ */
+async function checkCounts(client, answered) {
+	let lost = 0;
+	for (const [key, values] of answered) {
+		const dupes = values.filter((v, i) => values.indexOf(v) !== i);
+		assert.deepEqual(dupes, [], `${key}: values answered twice`);
+		const final = await client.counter.getOrCreate([key]).getCount();
+		if (final < values.length) lost += values.length - final;
+		assert.ok(final >= values.length, `${key}: ${values.length} increments answered, ${final} kept`);
+	}
+	return lost;
+}
+
+describe("cluster safety", { concurrency: false }, () => {
+	let engine;
+	let client;
+	const apps = [];
+
+	before(async () => {
+		engine = await startEngine({
+			env: {
+				RIVET__PEGBOARD__ENVOY_LOST_THRESHOLD: String(LOST_THRESHOLD_MS),
+				RIVET__PEGBOARD__ENVOY_ELIGIBLE_THRESHOLD: "5000",
+			},
+		});
+	});
+
+	after(async () => {
+		if (process.env.CLUSTER_SAFETY_DUMP) {
+			const { writeFileSync } = await import("node:fs");
+			for (const app of apps) writeFileSync(`${process.env.CLUSTER_SAFETY_DUMP}-${app.name}.log`, app.out);
+		}
+		for (const app of apps) if (!app.exited) app.child.kill("SIGKILL");
+		await engine?.stop();
+	});
+
+	const clientFor = (pool) =>
+		createClient({ endpoint: engine.endpoint, namespace: engine.namespace, token: engine.token, poolName: pool });
+
+	test("a surge rolling deploy of 3 hosts under load fails no request and loses nothing", async (t) => {
+		const pool = "rolling";
+		client = clientFor(pool);
+		let hosts = [];
+		for (const name of ["a", "b", "c"]) hosts.push(await startHost(engine, pool, name));
+		apps.push(...hosts);
+		const keys = Array.from({ length: 30 }, (_, i) => `roll-${i}`);
+		const wsKeys = ["roll-ws-0", "roll-ws-1", "roll-ws-2"];
+		const traffic = load(client, { keys, wsKeys });
+		await waitFor(() => traffic.count >= 200, { timeoutMs: 60_000, what: "load warmed up" });
+
+		// Each old host in turn: a new one starts, then the old one gets SIGINT.
+		for (const old of [...hosts]) {
+			const fresh = await startHost(engine, pool, `${old.name}2`);
+			apps.push(fresh);
+			const exit = await interrupt(old, { boundMs: 30_000 });
+			assert.equal(exit.killed, false, `${old.name} exits by itself\n${old.out.slice(-3000)}`);
+			hosts = hosts.map((h) => (h === old ? fresh : h));
+			const before = traffic.count;
+			await waitFor(() => traffic.count >= before + 100, { timeoutMs: 60_000, what: "load after the replacement" });
+		}
+		const { answered, failures, closes, longestStall, stalled } = await traffic.stop();
+		const total = [...answered.values()].reduce((n, v) => n + v.length, 0);
+		t.diagnostic(
+			`${total} increments answered, ${failures.length} failed, longest stall ${longestStall} ms ` +
+				`(${JSON.stringify(stalled)}), ${closes.length} WebSocket closes`,
+		);
+		assert.deepEqual(failures.slice(0, 10), [], `no failed request (${failures.length} in all)`);
+		assert.deepEqual(closes, [], "no WebSocket reconnect");
+		assert.equal(await checkCounts(client, answered), 0);
+		for (const h of hosts) await interrupt(h);
+	});
+
+	test("a host SIGKILLed under load loses no answered increment", async (t) => {
+		const pool = "kill";
+		const client = clientFor(pool);
+		const hosts = [];
+		for (const name of ["k1", "k2", "k3"]) hosts.push(await startHost(engine, pool, name));
+		apps.push(...hosts);
+		const keys = Array.from({ length: 12 }, (_, i) => `kill-${i}`);
+		const traffic = load(client, { keys });
+		await waitFor(() => traffic.count >= 200, { timeoutMs: 60_000, what: "load warmed up" });
+		hosts[1].child.kill("SIGKILL");
+		await hosts[1].exit;
+		// The killed host's actors come back elsewhere once the engine
+		// declares it lost; every counter must answer again.
+		const at = new Map(keys.map((k) => [k, traffic.answered.get(k).length]));
+		await waitFor(() => keys.every((k) => traffic.answered.get(k).length > at.get(k)), {
+			timeoutMs: 90_000,
+			what: "every counter answers after the kill",
+		});
+		const { answered, failures } = await traffic.stop();
+		const lost = await checkCounts(client, answered);
+		t.diagnostic(`${traffic.count} increments answered, ${failures.length} failed while the host was gone, ${lost} lost`);
+		assert.equal(lost, 0);
+		for (const h of [hosts[0], hosts[2]]) await interrupt(h);
+	});
+
+	/**
+	 * Host A reaches the engine through a proxy, B directly; `keys` start
+	 * on A (B starts after them). Holds A's bytes for `holdMs` under load,
+	 * then releases them. Resolves to what the load recorded and A.
+	 */
+	async function partition(t, pool, prefix, holdMs) {
+		const client = clientFor(pool);
+		const proxy = await faultProxy(engine.guardPort);
+		const hostA = await startHost(engine, pool, `${prefix}-a`, proxy.url);
+		apps.push(hostA);
+		const keys = Array.from({ length: 6 }, (_, i) => `${prefix}-${i}`);
+		const first = new Map();
+		for (const key of keys) first.set(key, await client.counter.getOrCreate([key]).increment(1));
+		const hostB = await startHost(engine, pool, `${prefix}-b`);
+		apps.push(hostB);
+		const traffic = load(client, { keys, workers: 6 });
+		// The increments before the load count too: they were answered.
+		for (const key of keys) traffic.answered.get(key).unshift(first.get(key));
+		await waitFor(() => traffic.count >= 100, { timeoutMs: 60_000, what: "load warmed up" });
+		const logFrom = hostA.out.length;
+		proxy.hold();
+		await sleep(holdMs);
+		proxy.release();
+		const at = new Map(keys.map((k) => [k, traffic.answered.get(k).length]));
+		await waitFor(() => keys.every((k) => traffic.answered.get(k).length > at.get(k)), {
+			timeoutMs: 90_000,
+			what: "every counter answers after the heal",
+		});
+		const { answered, failures } = await traffic.stop();
+		const lost = await checkCounts(client, answered);
+		const declaredLost = /declaring envoy actors lost/.test(hostA.out.slice(logFrom));
+		const moved = keys.filter((k) => hostB.out.includes(`counter ${k} awake`));
+		t.diagnostic(
+			`hold ${holdMs} ms: ${traffic.count} increments answered, ${failures.length} failed, ${lost} lost, ` +
+				`host A ${declaredLost ? "fenced its actors" : "kept its actors"}, ${moved.length} of ${keys.length} counters moved to B`,
+		);
+		for (const h of [hostA, hostB]) await interrupt(h);
+		await proxy.close();
+		return { lost, declaredLost, moved, failures };
+	}
+
+	test("a partition longer than the lost threshold, then a heal, loses no answered increment", async (t) => {
+		const { lost, declaredLost } = await partition(t, "long", "long", LOST_THRESHOLD_MS + 12_000);
+		assert.equal(lost, 0);
+		assert.ok(declaredLost, "the cut-off host fenced its actors");
+	});
+
+	test("a partition shorter than the lease moves no actor and loses nothing", async (t) => {
+		const { lost, declaredLost, moved } = await partition(t, "short", "short", 2_000);
+		assert.equal(lost, 0);
+		assert.equal(declaredLost, false, "the host kept its actors");
+		assert.deepEqual(moved, [], "no counter moved to the other host");
+	});
+});
