@@ -33,9 +33,10 @@ pub const MARGIN_MS: i64 = 1_000;
 /// Probes waiting for their answer, at most; the oldest is forgotten
 /// first (a partition leaves probes unanswered, one per engine ping).
 const MAX_OUTSTANDING: usize = 8;
-/// The actor id a probe names when this envoy hosts no actor: the engine
-/// answers it with an error without touching storage, and any answer
-/// proves the order.
+/// The actor id every probe names. It is no actor id, so the engine answers
+/// it with an error at once, without touching storage, on a KV queue of its
+/// own (the engine keeps one per actor id): a probe never waits behind an
+/// actor's writes. Any answer proves the order.
 const NO_ACTOR: &str = "lease-probe";
 
 #[derive(Default)]
@@ -46,12 +47,7 @@ pub struct Lease {
 
 /// Right after a pong queued at `pong_sent_ms`: sends the probe that proves it.
 pub async fn probe(ctx: &mut EnvoyContext, pong_sent_ms: i64) {
-	let actor_id = ctx
-		.actors
-		.keys()
-		.next()
-		.cloned()
-		.unwrap_or_else(|| NO_ACTOR.to_owned());
+	let actor_id = NO_ACTOR.to_owned();
 	if ctx.lease.outstanding.len() >= MAX_OUTSTANDING {
 		ctx.lease.outstanding.pop_front();
 	}

@@ -57,6 +57,9 @@ const CLOSE_WAIT: Duration = Duration::from_secs(10);
 /// here (a busy engine: about 0.5 s for 30 actors, 2 s for a hundred).
 const ENGINE_SLEEP_WAIT: Duration = Duration::from_secs(5);
 const ENGINE_SLEEP_POLL: Duration = Duration::from_millis(5);
+/// After the withdraw, how long a start the engine placed here just before
+/// it gets to arrive (it is then stopped here like the others).
+const WITHDRAW_SETTLE: Duration = Duration::from_millis(200);
 /// On the graceful path (actors that may not sleep): once everything has
 /// stopped here (all saved), how long the engine still gets to stop the
 /// actors it has not stopped yet before the envoy goes down. Those it has
@@ -94,9 +97,6 @@ pub(crate) async fn drain(config: &ServeConfig, envoy: &EnvoyHandle, dispatcher:
     let deadline = started + bound;
     let hand_over_until = deadline - final_save_reserve(bound);
     tracing::info!(actors = dispatcher.instance_count(), bound_ms = bound.as_millis() as u64, "draining");
-    // Step 1': out of placement before anything stops here, so an actor
-    // woken during the drain is not started on this host (docs/drain.md).
-    envoy.withdraw();
     let saved = watch::Sender::new(false);
     let for_engine = Arc::new(AtomicUsize::new(0));
     let drained = async {
@@ -242,6 +242,13 @@ async fn hand_over(envoy: &EnvoyHandle, dispatcher: &Dispatcher, for_engine: usi
         };
     }
     tracing::debug!(target: crate::DRAIN_TRACE, "every actor reported stopped");
+    engine_took_the_sleeps(envoy).await;
+    // Step 3a'': out of placement, now that nothing runs here: an actor
+    // woken meanwhile would start on a host about to leave. Earlier, the
+    // engine would send every actor still running here away at once
+    // (docs/drain.md, "After the last stop").
+    envoy.withdraw();
+    tokio::time::sleep(WITHDRAW_SETTLE).await;
     engine_took_the_sleeps(envoy).await;
     let mut session = envoy.subscribe_connection_session();
     envoy.shutdown(true);
