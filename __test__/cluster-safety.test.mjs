@@ -110,6 +110,15 @@ function load(client, { keys, workers = 6, wsKeys = [] }) {
 	};
 }
 
+/** Waits until each of `keys` has answered once more than it had now. */
+async function everyCounterAnswersAgain(traffic, keys, when) {
+	const at = new Map(keys.map((k) => [k, traffic.answered.get(k).length]));
+	await waitFor(() => keys.every((k) => traffic.answered.get(k).length > at.get(k)), {
+		timeoutMs: 90_000,
+		what: `every counter answers ${when}`,
+	});
+}
+
 /**
  * Per counter: no value answered twice, and the count the engine keeps is
  * at least the number of increments answered. Returns the lost count.
@@ -198,11 +207,7 @@ describe("cluster safety", { concurrency: false }, () => {
 		await hosts[1].exit;
 		// The killed host's actors come back elsewhere once the engine
 		// declares it lost; every counter must answer again.
-		const at = new Map(keys.map((k) => [k, traffic.answered.get(k).length]));
-		await waitFor(() => keys.every((k) => traffic.answered.get(k).length > at.get(k)), {
-			timeoutMs: 90_000,
-			what: "every counter answers after the kill",
-		});
+		await everyCounterAnswersAgain(traffic, keys, "after the kill");
 		const { answered, failures } = await traffic.stop();
 		const lost = await checkCounts(client, answered);
 		t.diagnostic(`${traffic.count} increments answered, ${failures.length} failed while the host was gone, ${lost} lost`);
@@ -233,11 +238,7 @@ describe("cluster safety", { concurrency: false }, () => {
 		proxy.hold();
 		await sleep(holdMs);
 		proxy.release();
-		const at = new Map(keys.map((k) => [k, traffic.answered.get(k).length]));
-		await waitFor(() => keys.every((k) => traffic.answered.get(k).length > at.get(k)), {
-			timeoutMs: 90_000,
-			what: "every counter answers after the heal",
-		});
+		await everyCounterAnswersAgain(traffic, keys, "after the heal");
 		const { answered, failures } = await traffic.stop();
 		const lost = await checkCounts(client, answered);
 		const declaredLost = /declaring envoy actors lost/.test(hostA.out.slice(logFrom));

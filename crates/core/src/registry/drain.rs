@@ -242,14 +242,16 @@ async fn hand_over(envoy: &EnvoyHandle, dispatcher: &Dispatcher, for_engine: usi
         };
     }
     tracing::debug!(target: crate::DRAIN_TRACE, "every actor reported stopped");
-    engine_took_the_sleeps(envoy).await;
-    // Step 3a'': out of placement, now that nothing runs here: an actor
-    // woken meanwhile would start on a host about to leave. Earlier, the
-    // engine would send every actor still running here away at once
-    // (docs/drain.md, "After the last stop").
-    envoy.withdraw();
-    tokio::time::sleep(WITHDRAW_SETTLE).await;
-    engine_took_the_sleeps(envoy).await;
+    // Step 3a'': out of placement, once the engine took every sleep: an
+    // actor woken meanwhile would start on a host about to leave. While
+    // the engine still has an actor running here, the withdraw would send
+    // it away at once, to no host if this is the only one (docs/drain.md,
+    // "After the last stop"), so it is skipped.
+    if engine_took_the_sleeps(envoy).await {
+        envoy.withdraw();
+        tokio::time::sleep(WITHDRAW_SETTLE).await;
+        engine_took_the_sleeps(envoy).await;
+    }
     let mut session = envoy.subscribe_connection_session();
     envoy.shutdown(true);
     if tokio::time::timeout(FORCED_STOP_WAIT, envoy.wait_stopped()).await.is_err() {
@@ -273,7 +275,7 @@ async fn hand_over(envoy: &EnvoyHandle, dispatcher: &Dispatcher, for_engine: usi
 /// actor asleep; before that the gateway may still send a request for it
 /// to this host, and one that arrives after the connection closed ends in
 /// an error for the client (docs/drain.md, "After the last stop").
-async fn engine_took_the_sleeps(envoy: &EnvoyHandle) {
+async fn engine_took_the_sleeps(envoy: &EnvoyHandle) -> bool {
     let waited = tokio::time::timeout(ENGINE_SLEEP_WAIT, async {
         while envoy.active_actor_count() > 0 || envoy.awaiting_engine_stop_count().await.is_some_and(|n| n > 0) {
             tokio::time::sleep(ENGINE_SLEEP_POLL).await;
@@ -282,7 +284,7 @@ async fn engine_took_the_sleeps(envoy: &EnvoyHandle) {
     .await;
     if waited.is_ok() {
         tracing::debug!(target: crate::DRAIN_TRACE, "the engine took every sleep");
-        return;
+        return true;
     }
     let awaiting = envoy.awaiting_engine_stop_count().await.unwrap_or(0);
     tracing::warn!(
@@ -290,6 +292,7 @@ async fn engine_took_the_sleeps(envoy: &EnvoyHandle) {
         awaiting,
         "the engine has not taken every sleep yet; leaving anyway (a request it still routes here fails)"
     );
+    false
 }
 
 /// Step 3: the envoy's graceful shutdown; true once its loop ended.
