@@ -15,7 +15,7 @@ import { cborDecode, cborEncode, officialClient } from "./helpers/client.mjs";
 
 const RUNS = 20;
 const CLIENTS = 50;
-const EACH = 20;
+const EACH = 5;
 
 let engine;
 let host;

@@ -11,8 +11,8 @@ import { gatewayFetch, getActor, getOrCreateActor, spawnHost, startEngine, upser
 
 const hostScript = fileURLToPath(new URL("./fixtures/drain-host.mjs", import.meta.url));
 /** Actors that may sleep (put to sleep by the drain) and `noSleep` ones (moved by the engine). */
-const COUNTERS = 48;
-const WORKERS = 12;
+const COUNTERS = 32;
+const WORKERS = 8;
 /** Concurrent creations and reads (more made the engine's calls time out on a busy 2-core machine). */
 const CREATE_IN_FLIGHT = 3;
 

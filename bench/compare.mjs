@@ -52,7 +52,7 @@
 // and 180 s left it short of 1000), BENCH_ADDON (ours:
 // the index.js of another build).
 
-import { readdirSync, realpathSync, statSync } from "node:fs";
+import { readdirSync, readFileSync, realpathSync, statSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -97,7 +97,12 @@ export function ourAddonBinary() {
 	if (!binary) return { path: null, description: `no addon binary in ${dir}` };
 	const path = realpathSync(join(dir, binary));
 	const mb = statSync(path).size / (1024 * 1024);
-	return { path, build: mb > 40 ? "debug" : "release", description: `${path} (${mb.toFixed(1)} MB: ${mb > 40 ? "debug" : "release"} build)` };
+	// scripts/build.mjs and scripts/build-dev.mjs record which build the root binary is.
+	let build = mb > 30 ? "debug" : "release";
+	try {
+		build = JSON.parse(readFileSync(join(dir, "target", "addon-build.json"), "utf8")).profile ?? build;
+	} catch {}
+	return { path, build, description: `${path} (${mb.toFixed(1)} MB: ${build} build)` };
 }
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));

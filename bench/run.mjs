@@ -27,6 +27,8 @@
 // New scenarios go in bench/scenarios/ (export {name, run}); new hosts in
 // bench/hosts/ and bench/lib/host.mjs.
 
+import { spawnSync } from "node:child_process";
+
 import { compareOptions, ourAddonBinary, runComparison } from "./compare.mjs";
 import { startBenchEngine } from "./lib/engine.mjs";
 import { startHost } from "./lib/host.mjs";
@@ -68,6 +70,13 @@ for (const signal of ["SIGINT", "SIGTERM"]) {
 	});
 }
 
+// A clone's `npm install` makes the debug build (scripts/build-dev.mjs);
+// figures are only worth printing for the release one, so build it first.
+if (!process.env.BENCH_ADDON && ourAddonBinary().build !== "release") {
+	console.log("bench: the addon is a debug build; building the release one first (`npm run build`, about 5 minutes on 2 cores)");
+	const built = spawnSync(process.platform === "win32" ? "npm.cmd" : "npm", ["run", "build"], { stdio: "inherit" });
+	if (built.status !== 0) throw new Error("bench: `npm run build` failed");
+}
 console.log(`bench: ${ourAddonBinary().description}`);
 
 if (options.sqlite === "only") options.compare = "skip";

@@ -13,7 +13,7 @@
 // `scripts/check-glibc.mjs` and `__test__/packaging.test.mjs` examine.
 
 import { spawnSync } from "node:child_process";
-import { copyFileSync, existsSync, readFileSync } from "node:fs";
+import { copyFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -50,6 +50,11 @@ console.error(`> napi build --platform ${args.join(" ")}`);
 const run = spawnSync(process.execPath, [napi, "build", "--platform", ...args], { cwd: root, stdio: "inherit" });
 if (run.status !== 0) process.exit(run.status ?? 1);
 
+if (target === null) {
+	// Which build the root binary is (`npm run bench` wants a release one).
+	mkdirSync(join(root, "target"), { recursive: true });
+	writeFileSync(join(root, "target", "addon-build.json"), `${JSON.stringify({ profile: release ? "release" : "debug", file: `${BINARY_NAME}.${hostPlatform()}.node` })}\n`);
+}
 if (release && target === null) {
 	const platform = hostPlatform();
 	const file = `${BINARY_NAME}.${platform}.node`;

@@ -1,8 +1,10 @@
 // The environment that makes a cargo build also run clippy on the
-// workspace's own crates (every warning an error): clippy-driver as the
-// workspace's rustc wrapper. The debug build of `npm test` uses it, so
-// the dependencies are compiled once for the tests and the lints alike;
-// `npm run lint` is the same check on its own. Empty when no clippy-driver is found.
+// workspace's own crates: clippy-driver as the workspace's rustc wrapper.
+// The development build (./build-dev.mjs) and `cargo test` in `npm test`
+// use `devBuildEnv()`, lints at their default level, so the dependencies
+// are compiled once for the tests and the lints alike and the lint stage
+// replays the cached diagnostics (`npm run lint` is a one-off check,
+// `cargo clippy -D warnings`). Without clippy-driver: a plain build.
 
 import { spawnSync } from "node:child_process";
 
@@ -13,7 +15,14 @@ export function clippyDriver() {
 	return onPath.status === 0 ? "clippy-driver" : null;
 }
 
-export function clippyEnv(driver = clippyDriver()) {
-	if (!driver) return {};
-	return { RUSTC_WORKSPACE_WRAPPER: driver, CLIPPY_ARGS: `${["-D", "warnings"].join("__CLIPPY_HACKERY__")}__CLIPPY_HACKERY__` };
+/**
+ * The whole environment of every development cargo build: clippy-driver as
+ * the workspace's wrapper, no CLIPPY_ARGS (clippy-driver tracks it, so a
+ * different value would compile our crates again).
+ */
+export function devBuildEnv(base = process.env, driver = clippyDriver()) {
+	const env = { ...base };
+	delete env.CLIPPY_ARGS;
+	if (driver) env.RUSTC_WORKSPACE_WRAPPER = driver;
+	return env;
 }

@@ -1,7 +1,9 @@
 #!/usr/bin/env node
 // The repository's own setup, run by `npm install` in a clone of it (as the
-// `prepare` script): builds the addon (release) and installs the example
-// app's dependencies (examples/rivetkit-app, which uses this checkout).
+// `prepare` script): the development build (./build-dev.mjs: the addon,
+// the Rust tests and the testing addon from one compile of the dependency
+// tree) and the example app's dependencies (examples/rivetkit-app, which
+// uses this checkout). `npm run build` makes the release binary.
 //
 // npm never runs `prepare` when the package is installed from the registry:
 // a RivetKit app that depends on rivetkit-native gets the prebuilt binary
@@ -34,7 +36,7 @@ function run(file, args, what) {
 	console.error(`rivetkit-native: ${what} took ${((Date.now() - started) / 1000).toFixed(0)} s`);
 }
 
-run(process.execPath, [join(root, "scripts/build.mjs"), "--release"], "the addon build");
+run(process.execPath, [join(root, "scripts/build-dev.mjs")], "the development build");
 
 const example = join(root, "examples/rivetkit-app");
 if (existsSync(join(example, "package.json"))) {

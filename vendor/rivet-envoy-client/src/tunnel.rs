@@ -431,25 +431,6 @@ async fn handle_request_start(
 		// answered `actor.restarting`, once the engine has taken its stop
 		// (`crate::stopped_here`).
 		let stopped_recently = ctx.stopped_recently(&actor_id, actor_generation);
-		let generation_mismatch = !stopped_recently
-			&& actor_generation.is_some()
-			&& ctx.get_actor(&actor_id, None).is_some();
-		let (error_code, message) = if stopped_recently {
-			("", "")
-		} else if generation_mismatch {
-			tracing::warn!(
-				actor_id = %actor_id,
-				?actor_generation,
-				"received request for stale actor generation"
-			);
-			(
-				"envoy.actor_generation_mismatch",
-				"Actor generation does not match",
-			)
-		} else {
-			tracing::warn!(actor_id = %actor_id, ?actor_generation, "received request for unknown actor");
-			("envoy.actor_not_found", "Actor not found")
-		};
 		// RequestStart is deliberately not application-acknowledged, so body frames may already be
 		// in flight when this rejection reaches Gateway. Keep a short-lived drain route only for a
 		// streamed upload; its finish, cancellation, abort, or connection close removes the state.
@@ -494,6 +475,21 @@ async fn handle_request_start(
 			.await;
 			return;
 		}
+		let generation_mismatch = actor_generation.is_some() && ctx.get_actor(&actor_id, None).is_some();
+		let (error_code, message) = if generation_mismatch {
+			tracing::warn!(
+				actor_id = %actor_id,
+				?actor_generation,
+				"received request for stale actor generation"
+			);
+			(
+				"envoy.actor_generation_mismatch",
+				"Actor generation does not match",
+			)
+		} else {
+			tracing::warn!(actor_id = %actor_id, ?actor_generation, "received request for unknown actor");
+			("envoy.actor_not_found", "Actor not found")
+		};
 		send_error_response(
 			ctx,
 			response_stream.then_some(connection_session),
