@@ -93,10 +93,17 @@ describe("registry.serve() in Node's http server, with a serverless runner confi
 		const from = app.out.length;
 		await counter.goToSleep();
 		const slept = await waitForOutput(app, /counter sleepy going to sleep/, { from });
-		await waitFor(() => starts(proxy).some((s) => s.ended && s.chunks.join("").includes("event: stopping")), {
+		// Finished either way: ended by the host, or closed by the engine on reading `stopping`.
+		await waitFor(() => starts(proxy).some((s) => (s.ended || s.closedByClient) && s.chunks.join("").includes("event: stopping")), {
 			timeoutMs: 20_000,
 			what: "a start stream that ended with a stopping event",
+		}).catch((err) => {
+			// Say what each stream and the host did.
+			const streams = starts(proxy).map((s) => ({ ended: s.ended, closedByClient: s.closedByClient, chunks: s.chunks.length, last: s.chunks.at(-1)?.slice(0, 40) }));
+			throw new Error(`${err.message}\nstart streams: ${JSON.stringify(streams)}\nhost since the sleep:\n${app.out.slice(from).slice(-4000)}`);
 		});
+		const finished = starts(proxy).find((s) => s.chunks.join("").includes("event: stopping"));
+		t.diagnostic(`the stopped generation's stream: ${finished?.ended ? "ended by the host" : "closed by the engine first"}`);
 		assert.equal(await counter.getCount(), 7);
 		await waitForOutput(app, /counter sleepy awake \(count 7\)/, { from: slept });
 		assert.ok(starts(proxy).length > before, "the wake came through a new start request");

@@ -102,12 +102,15 @@ export const isError = (group, code) => (err) => {
  * An HTTP proxy on a free port in front of `target` (`http://host:port`)
  * that records every request and the chunks of every response as they
  * arrive: `{url, requests, close}` where each request is `{method, path,
- * headers, body, chunks: [{text, ended}], ended}`.
+ * headers, body, chunks: [{text, ended}], ended, closedByClient}`: `ended` once
+ * the target ended its response, `closedByClient` once the client closed the
+ * request first (the engine closes a start stream as soon as it reads its
+ * `stopping`, which races the target's own end).
  */
 export async function recordingProxy(target) {
 	const requests = [];
 	const server = createHttpServer((req, res) => {
-		const record = { method: req.method, path: req.url, headers: { ...req.headers }, body: null, chunks: [], status: null, ended: false };
+		const record = { method: req.method, path: req.url, headers: { ...req.headers }, body: null, chunks: [], status: null, ended: false, closedByClient: false };
 		requests.push(record);
 		const body = [];
 		req.on("data", (d) => body.push(d));
@@ -135,7 +138,10 @@ export async function recordingProxy(target) {
 				if (!res.headersSent) res.writeHead(502);
 				res.end();
 			});
-			res.on("close", () => upstream.destroy());
+			res.on("close", () => {
+				if (!record.ended) record.closedByClient = true;
+				upstream.destroy();
+			});
 			upstream.end(record.body);
 		});
 	});

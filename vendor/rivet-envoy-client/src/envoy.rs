@@ -194,7 +194,10 @@ pub enum ToEnvoyMessage {
 		response_tx: oneshot::Sender<Option<ActorInfo>>,
 	},
 	/// rivetkit-native patch: see `EnvoyHandle::withdraw`.
-	Withdraw,
+	Withdraw {
+		/// Answered once the engine has read the withdraw (`EnvoyHandle::withdraw_confirmed`).
+		read_tx: Option<oneshot::Sender<()>>,
+	},
 	/// rivetkit-native patch: see `EnvoyHandle::awaiting_engine_stop_count`.
 	AwaitingEngineStops {
 		response_tx: oneshot::Sender<usize>,
@@ -655,11 +658,14 @@ async fn envoy_loop(
 					ToEnvoyMessage::LeaseProbe { pong_sent_ms } => {
 						crate::lease::probe(&mut ctx, pong_sent_ms).await;
 					}
-					ToEnvoyMessage::Withdraw => {
+					ToEnvoyMessage::Withdraw { read_tx } => {
 						if !ctx.withdrawn {
 							ctx.withdrawn = true;
 							tracing::debug!("withdrawing from placement");
 							ws_send(&ctx.shared, protocol::ToRivet::ToRivetStopping).await;
+						}
+						if let Some(read_tx) = read_tx {
+							crate::lease::confirm_read(&mut ctx, read_tx).await;
 						}
 					}
 					ToEnvoyMessage::AwaitingEngineStops { response_tx } => {

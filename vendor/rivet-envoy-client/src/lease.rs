@@ -43,6 +43,9 @@ const NO_ACTOR: &str = "lease-probe";
 pub struct Lease {
 	/// (KV request id, local ms when the pong before it was queued).
 	outstanding: VecDeque<(u32, i64)>,
+	/// (KV request id, who waits for the engine to have read up to it), at
+	/// most [`MAX_OUTSTANDING`]: see [`confirm_read`].
+	read_waiters: Vec<(u32, oneshot::Sender<()>)>,
 }
 
 /// Right after a pong queued at `pong_sent_ms`: sends the probe that proves it.
@@ -68,6 +71,10 @@ pub async fn probe(ctx: &mut EnvoyContext, pong_sent_ms: i64) {
 /// A KV answer from the engine for `request_id` arrived: if it was a
 /// probe, the pong before it is proven.
 pub fn answered(ctx: &mut EnvoyContext, request_id: u32) {
+	if let Some(at) = ctx.lease.read_waiters.iter().position(|(id, _)| *id == request_id) {
+		let (_, read_tx) = ctx.lease.read_waiters.remove(at);
+		let _ = read_tx.send(());
+	}
 	let Some(at) = ctx
 		.lease
 		.outstanding
@@ -96,4 +103,22 @@ pub fn deadline_ms(ctx: &EnvoyContext, threshold_ms: i64) -> Option<i64> {
 	}
 	let margin = MARGIN_MS.min(threshold_ms / 2);
 	Some(proof + threshold_ms - margin)
+}
+
+/// Sends a probe now and answers `read_tx` once the engine answers it: the
+/// engine has read everything this envoy sent before the probe.
+pub async fn confirm_read(ctx: &mut EnvoyContext, read_tx: oneshot::Sender<()>) {
+	if ctx.lease.read_waiters.len() >= MAX_OUTSTANDING {
+		ctx.lease.read_waiters.remove(0);
+	}
+	ctx.lease.read_waiters.push((ctx.next_kv_request_id, read_tx));
+	let (response_tx, _) = oneshot::channel();
+	crate::kv::handle_kv_request(
+		ctx,
+		NO_ACTOR.to_owned(),
+		protocol::KvRequestData::KvGetRequest(protocol::KvGetRequest { keys: Vec::new() }),
+		None,
+		response_tx,
+	)
+	.await;
 }

@@ -57,8 +57,10 @@ const CLOSE_WAIT: Duration = Duration::from_secs(10);
 /// here (a busy engine: about 0.5 s for 30 actors, 2 s for a hundred).
 const ENGINE_SLEEP_WAIT: Duration = Duration::from_secs(5);
 const ENGINE_SLEEP_POLL: Duration = Duration::from_millis(5);
-/// After the withdraw, how long a start the engine placed here just before
-/// it gets to arrive (it is then stopped here like the others).
+/// How long the drain waits for the engine to read the withdraw.
+const WITHDRAW_READ_WAIT: Duration = Duration::from_secs(3);
+/// Once the engine has read the withdraw, how long a start it placed here
+/// just before gets to arrive (it is then stopped here like the others).
 const WITHDRAW_SETTLE: Duration = Duration::from_millis(200);
 /// On the graceful path (actors that may not sleep): once everything has
 /// stopped here (all saved), how long the engine still gets to stop the
@@ -248,7 +250,14 @@ async fn hand_over(envoy: &EnvoyHandle, dispatcher: &Dispatcher, for_engine: usi
     // it away at once, to no host if this is the only one (docs/drain.md,
     // "After the last stop"), so it is skipped.
     if engine_took_the_sleeps(envoy).await {
-        envoy.withdraw();
+        // Under load the engine may read the withdraw only seconds later,
+        // placing actors here until then: wait until it has.
+        if tokio::time::timeout(WITHDRAW_READ_WAIT, envoy.withdraw_confirmed()).await.is_err() {
+            tracing::warn!(
+                wait_ms = WITHDRAW_READ_WAIT.as_millis() as u64,
+                "the engine has not read the withdraw yet; leaving anyway"
+            );
+        }
         tokio::time::sleep(WITHDRAW_SETTLE).await;
         engine_took_the_sleeps(envoy).await;
     }
