@@ -199,6 +199,9 @@ describe("cluster safety", { concurrency: false }, () => {
 				.flatMap((app) => app.out.split("\n").filter((l) => /level=(warn|error)|\b(WARN|ERROR)\b/.test(l)).map((l) => `${app.name}: ${l.slice(0, 400)}`))
 				.slice(-40)
 				.join("\n");
+		// A long stall is not a failure (the request was answered), but one of
+		// about 30 s is still unexplained (docs/testing.md): leave its context.
+		if (longestStall > 10_000) t.diagnostic(`a stall of ${longestStall} ms${context()}`);
 		assert.deepEqual(failures.slice(0, 10), [], `no failed request (${failures.length} in all)${failures.length ? context() : ""}`);
 		assert.deepEqual(closes, [], `no WebSocket reconnect${closes.length ? context() : ""}`);
 		assert.equal(await checkCounts(client, answered), 0);

@@ -54,8 +54,10 @@ const REPORT_POLL: Duration = Duration::from_millis(2);
 /// our close, and with it every frame sent before.
 const CLOSE_WAIT: Duration = Duration::from_secs(10);
 /// How long step 3a' waits for the engine to take the sleeps sent from
-/// here (a busy engine: about 0.5 s for 30 actors, 2 s for a hundred).
-const ENGINE_SLEEP_WAIT: Duration = Duration::from_secs(5);
+/// here (a quiet engine: about 0.5 s for 30 actors, 2 s for a hundred; a
+/// busy one took more than 5 s for 4 of 10, and then the host left while
+/// the gateway still routed to it). Within the default drain bound (30 s).
+const ENGINE_SLEEP_WAIT: Duration = Duration::from_secs(15);
 const ENGINE_SLEEP_POLL: Duration = Duration::from_millis(5);
 /// How long the drain waits for the engine to read the withdraw.
 const WITHDRAW_READ_WAIT: Duration = Duration::from_secs(3);
@@ -286,7 +288,16 @@ async fn hand_over(envoy: &EnvoyHandle, dispatcher: &Dispatcher, for_engine: usi
 /// an error for the client (docs/drain.md, "After the last stop").
 async fn engine_took_the_sleeps(envoy: &EnvoyHandle) -> bool {
     let waited = tokio::time::timeout(ENGINE_SLEEP_WAIT, async {
-        while envoy.active_actor_count() > 0 || envoy.awaiting_engine_stop_count().await.is_some_and(|n| n > 0) {
+        let mut next_report = Instant::now() + PROGRESS_REPORT_INTERVAL;
+        loop {
+            let awaiting = envoy.awaiting_engine_stop_count().await.unwrap_or(0);
+            if envoy.active_actor_count() == 0 && awaiting == 0 {
+                return;
+            }
+            if Instant::now() >= next_report {
+                tracing::info!(awaiting, "waiting for the engine to take the sleeps sent from here");
+                next_report += PROGRESS_REPORT_INTERVAL;
+            }
             tokio::time::sleep(ENGINE_SLEEP_POLL).await;
         }
     })
