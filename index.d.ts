@@ -1029,7 +1029,7 @@ export interface JsServeConfig {
   engineSpawn?: 'auto' | 'always' | 'never'
   /** Upper bound of the shutdown drain (default 30 s, `RIVETKIT_DRAIN_TIMEOUT_MS`). */
   drainTimeoutMs?: number
-  /** How long to wait for a spawned engine to become healthy (default 10 s). */
+  /** How long to wait for a spawned engine to become healthy (default 30 s). */
   engineStartTimeoutMs?: number
   /** How long to wait for the engine to accept this host (default 30 s). */
   envoyConnectTimeoutMs?: number

@@ -70,7 +70,7 @@ pub struct JsServeConfig {
     pub engine_spawn: Option<String>,
     /// Upper bound of the shutdown drain (default 30 s, `RIVETKIT_DRAIN_TIMEOUT_MS`).
     pub drain_timeout_ms: Option<f64>,
-    /// How long to wait for a spawned engine to become healthy (default 10 s).
+    /// How long to wait for a spawned engine to become healthy (default 30 s).
     pub engine_start_timeout_ms: Option<f64>,
     /// How long to wait for the engine to accept this host (default 30 s).
     pub envoy_connect_timeout_ms: Option<f64>,

@@ -379,7 +379,7 @@ mod tests {
         assert_eq!(c.pool_name, "rivetkit-rust");
         assert_eq!(c.engine_spawn, EngineSpawnMode::Auto);
         assert_eq!(c.drain_cap, None);
-        assert_eq!(c.engine_start_timeout, Duration::from_secs(10));
+        assert_eq!(c.engine_start_timeout, Duration::from_secs(30));
         assert_eq!(c.envoy_connect_timeout, Duration::from_secs(30));
         assert_eq!(c.serverless_package_version, env!("CARGO_PKG_VERSION"));
     }
