@@ -11,7 +11,9 @@
 // `prepare` before `npm pack` and `npm publish` (skipped here: a release is
 // packed from binaries built by the release workflow, and the example is no
 // part of the package) and for git dependencies (which then build from
-// source, so they need a Rust toolchain).
+// source, so they need a Rust toolchain). RIVETKIT_NATIVE_BUILD=release
+// makes the release build instead of the development one (for a git
+// dependency that runs in production; the tests then have no testing addon).
 
 import { spawnSync } from "node:child_process";
 import { existsSync } from "node:fs";
@@ -36,7 +38,8 @@ function run(file, args, what) {
 	console.error(`rivetkit-native: ${what} took ${((Date.now() - started) / 1000).toFixed(0)} s`);
 }
 
-run(process.execPath, [join(root, "scripts/build-dev.mjs")], "the development build");
+if (process.env.RIVETKIT_NATIVE_BUILD === "release") run(process.execPath, [join(root, "scripts/build.mjs"), "--release"], "the release build");
+else run(process.execPath, [join(root, "scripts/build-dev.mjs")], "the development build");
 
 const example = join(root, "examples/rivetkit-app");
 if (existsSync(join(example, "package.json"))) {
