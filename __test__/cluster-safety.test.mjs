@@ -69,6 +69,8 @@ function load(client, { keys, workers = 6, wsKeys = [] }) {
 						answered.get(key).push(await client.counter.getOrCreate([key]).increment(1));
 					} catch (err) {
 						failures.push({ key, via: "http", code: `${err.group}.${err.code}`, message: String(err.message).slice(0, 200) });
+						// As the WebSocket loop: a call that fails at once must not spin.
+						await sleep(50);
 					}
 					stall(key, "http", began);
 				}

@@ -32,8 +32,8 @@ import { BINARY_NAME, hostPlatform } from "./platform.mjs";
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const cargo = process.env.CARGO || "cargo";
 
-/** The cargo arguments of the two builds (the lint stage repeats the first). */
-export const DEV_BUILDS = [
+/** The cargo arguments of the two builds (the lint stage repeats both). */
+const DEV_BUILDS = [
 	["build", "--workspace", "--all-targets", "--features", "rivetkit-native/testing"],
 	["build", "--workspace", "--all-targets"],
 ];

@@ -195,8 +195,8 @@ pub enum ToEnvoyMessage {
 	},
 	/// rivetkit-native patch: see `EnvoyHandle::withdraw`.
 	Withdraw {
-		/// Answered once the engine has read the withdraw (`EnvoyHandle::withdraw_confirmed`).
-		read_tx: Option<oneshot::Sender<()>>,
+		/// Answered once the engine has read the withdraw.
+		read_tx: oneshot::Sender<()>,
 	},
 	/// rivetkit-native patch: see `EnvoyHandle::awaiting_engine_stop_count`.
 	AwaitingEngineStops {
@@ -664,9 +664,7 @@ async fn envoy_loop(
 							tracing::debug!("withdrawing from placement");
 							ws_send(&ctx.shared, protocol::ToRivet::ToRivetStopping).await;
 						}
-						if let Some(read_tx) = read_tx {
-							crate::lease::confirm_read(&mut ctx, read_tx).await;
-						}
+						crate::lease::confirm_read(&mut ctx, read_tx).await;
 					}
 					ToEnvoyMessage::AwaitingEngineStops { response_tx } => {
 						let count = ctx

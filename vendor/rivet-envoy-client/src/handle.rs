@@ -174,18 +174,14 @@ impl EnvoyHandle {
 	/// actor still running on it to go away: each restarts on another host)
 	/// while the envoy stays connected and keeps serving what is still here.
 	/// A new connection repeats it.
-	pub fn withdraw(&self) {
-		let _ = crate::envoy::send_to_envoy_tx(&self.shared, ToEnvoyMessage::Withdraw { read_tx: None });
-	}
-
-	/// rivetkit-native patch: [`Self::withdraw`], resolving once the engine
-	/// has read it (an answer to a probe sent right behind it on the same
-	/// ordered connection, as the lease's proofs): from then on the engine
-	/// places nothing new here. False if the envoy loop ended first. The
-	/// caller bounds the wait.
-	pub async fn withdraw_confirmed(&self) -> bool {
+	///
+	/// Resolves once the engine has read the withdraw (an answer to a probe
+	/// sent right behind it on the same ordered connection, as the lease's
+	/// proofs): from then on the engine places nothing new here. False if
+	/// the envoy loop ended first. The caller bounds the wait.
+	pub async fn withdraw(&self) -> bool {
 		let (tx, rx) = tokio::sync::oneshot::channel();
-		if crate::envoy::send_to_envoy_tx(&self.shared, ToEnvoyMessage::Withdraw { read_tx: Some(tx) }).is_err() {
+		if crate::envoy::send_to_envoy_tx(&self.shared, ToEnvoyMessage::Withdraw { read_tx: tx }).is_err() {
 			return false;
 		}
 		rx.await.is_ok()

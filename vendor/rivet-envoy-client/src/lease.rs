@@ -50,22 +50,27 @@ pub struct Lease {
 
 /// Right after a pong queued at `pong_sent_ms`: sends the probe that proves it.
 pub async fn probe(ctx: &mut EnvoyContext, pong_sent_ms: i64) {
-	let actor_id = NO_ACTOR.to_owned();
 	if ctx.lease.outstanding.len() >= MAX_OUTSTANDING {
 		ctx.lease.outstanding.pop_front();
 	}
-	let request_id = ctx.next_kv_request_id;
+	let request_id = send_probe(ctx).await;
 	ctx.lease.outstanding.push_back((request_id, pong_sent_ms));
-	// Nobody waits on the answer: `answered` reads it from the request id.
+}
+
+/// Sends an empty KV read naming no actor; returns its request id. Nobody
+/// waits on the answer: [`answered`] reads it from the request id.
+async fn send_probe(ctx: &mut EnvoyContext) -> u32 {
+	let request_id = ctx.next_kv_request_id;
 	let (response_tx, _) = oneshot::channel();
 	crate::kv::handle_kv_request(
 		ctx,
-		actor_id,
+		NO_ACTOR.to_owned(),
 		protocol::KvRequestData::KvGetRequest(protocol::KvGetRequest { keys: Vec::new() }),
 		None,
 		response_tx,
 	)
 	.await;
+	request_id
 }
 
 /// A KV answer from the engine for `request_id` arrived: if it was a
@@ -111,14 +116,6 @@ pub async fn confirm_read(ctx: &mut EnvoyContext, read_tx: oneshot::Sender<()>) 
 	if ctx.lease.read_waiters.len() >= MAX_OUTSTANDING {
 		ctx.lease.read_waiters.remove(0);
 	}
-	ctx.lease.read_waiters.push((ctx.next_kv_request_id, read_tx));
-	let (response_tx, _) = oneshot::channel();
-	crate::kv::handle_kv_request(
-		ctx,
-		NO_ACTOR.to_owned(),
-		protocol::KvRequestData::KvGetRequest(protocol::KvGetRequest { keys: Vec::new() }),
-		None,
-		response_tx,
-	)
-	.await;
+	let request_id = send_probe(ctx).await;
+	ctx.lease.read_waiters.push((request_id, read_tx));
 }

@@ -254,7 +254,7 @@ async fn hand_over(envoy: &EnvoyHandle, dispatcher: &Dispatcher, for_engine: usi
     if engine_took_the_sleeps(envoy).await {
         // Under load the engine may read the withdraw only seconds later,
         // placing actors here until then: wait until it has.
-        if tokio::time::timeout(WITHDRAW_READ_WAIT, envoy.withdraw_confirmed()).await.is_err() {
+        if tokio::time::timeout(WITHDRAW_READ_WAIT, envoy.withdraw()).await.is_err() {
             tracing::warn!(
                 wait_ms = WITHDRAW_READ_WAIT.as_millis() as u64,
                 "the engine has not read the withdraw yet; leaving anyway"
