@@ -16,6 +16,7 @@ import { createClient } from "rivetkit/client";
 
 import { interrupt, startApp, waitForOutput } from "./helpers/app.mjs";
 import { startEngine, waitFor } from "./helpers/engine.mjs";
+import { everyCounterAnswersAgain, explainDupes, load } from "./helpers/counter-load.mjs";
 import { faultProxy } from "./helpers/fault-proxy.mjs";
 
 // A lower lost threshold keeps the partition scenarios short; the host's
@@ -36,89 +37,6 @@ async function startHost(engine, pool, name, endpoint = engine.endpoint) {
 	app.name = name;
 	await waitForOutput(app, /registry serving/);
 	return app;
-}
-
-/**
- * Increments `keys` without pause over HTTP (`workers` loops) and over one
- * WebSocket connection per key of `wsKeys`, recording every answer.
- * `stop()` ends the loops and resolves to the record.
- */
-function load(client, { keys, workers = 6, wsKeys = [] }) {
-	const answered = new Map([...keys, ...wsKeys].map((k) => [k, []]));
-	const failures = [];
-	const closes = [];
-	let running = true;
-	let next = 0;
-	let longestStall = 0;
-	let stalled = null;
-	const loops = [];
-	const stall = (key, via, began) => {
-		const took = Date.now() - began;
-		if (took > longestStall) {
-			longestStall = took;
-			stalled = { key, via, at: new Date(began).toISOString(), ms: took };
-		}
-	};
-	for (let w = 0; w < workers; w++) {
-		loops.push(
-			(async () => {
-				while (running) {
-					const key = keys[next++ % keys.length];
-					const began = Date.now();
-					try {
-						answered.get(key).push(await client.counter.getOrCreate([key]).increment(1));
-					} catch (err) {
-						failures.push({ key, via: "http", code: `${err.group}.${err.code}`, message: String(err.message).slice(0, 200) });
-						// As the WebSocket loop: a call that fails at once must not spin.
-						await sleep(50);
-					}
-					stall(key, "http", began);
-				}
-			})(),
-		);
-	}
-	const conns = wsKeys.map((key) => {
-		const conn = client.counter.getOrCreate([key]).connect();
-		conn.onClose?.(() => closes.push(key));
-		loops.push(
-			(async () => {
-				while (running) {
-					const began = Date.now();
-					try {
-						answered.get(key).push(await conn.increment(1));
-					} catch (err) {
-						failures.push({ key, via: "ws", code: `${err.group}.${err.code}`, message: String(err.message).slice(0, 200) });
-						await sleep(50);
-					}
-					stall(key, "ws", began);
-				}
-			})(),
-		);
-		return conn;
-	});
-	return {
-		answered,
-		get count() {
-			return [...answered.values()].reduce((n, v) => n + v.length, 0);
-		},
-		async stop() {
-			running = false;
-			await Promise.all(loops);
-			// Closes seen under load only: disposing closes each connection too.
-			const closedUnderLoad = [...closes];
-			for (const conn of conns) await conn.dispose?.();
-			return { answered, failures, closes: closedUnderLoad, longestStall, stalled };
-		},
-	};
-}
-
-/** Waits until each of `keys` has answered once more than it had now. */
-async function everyCounterAnswersAgain(traffic, keys, when) {
-	const at = new Map(keys.map((k) => [k, traffic.answered.get(k).length]));
-	await waitFor(() => keys.every((k) => traffic.answered.get(k).length > at.get(k)), {
-		timeoutMs: 90_000,
-		what: `every counter answers ${when}`,
-	});
 }
 
 /**
@@ -201,6 +119,8 @@ describe("cluster safety", { concurrency: false }, () => {
 				.flatMap((app) => app.out.split("\n").filter((l) => /level=(warn|error)|\b(WARN|ERROR)\b/.test(l)).map((l) => `${app.name}: ${l.slice(0, 400)}`))
 				.slice(-40)
 				.join("\n");
+		const dupes = explainDupes(traffic, apps);
+		if (dupes) t.diagnostic(`values answered twice:\n${dupes}${context()}`);
 		// A long stall is not a failure (the request was answered), but one of
 		// about 30 s is still unexplained (docs/testing.md): leave its context.
 		if (longestStall > 10_000) t.diagnostic(`a stall of ${longestStall} ms${context()}`);

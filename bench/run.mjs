@@ -17,7 +17,12 @@
 //    operation. Bounded: each load stops at its deadline (the "ok" column
 //    says how many operations ran), about a minute on 2 cores.
 //
-// Options (environment): BENCH_COMPARE=1 (0: skip part 1; only: part 1 only;
+// 3. The cluster scenarios side by side (bench/cluster.mjs): a rolling
+//    deploy, a host SIGKILLed and a partition under load, on both addons,
+//    and the output gate's cost on ours. About 5 minutes more.
+//
+// Options (environment): BENCH_CLUSTER=1 (0: skip part 3; only: part 3
+// only; knobs in bench/cluster.mjs), BENCH_COMPARE=1 (0: skip part 1; only: part 1 only;
 // its own knobs are listed in bench/compare.mjs), BENCH_SQLITE=1 (0: skip
 // the SQLite side-by-side; only: run nothing else; knobs in bench/sqlite.mjs), BENCH_HOST=native,
 // BENCH_SEQUENTIAL_GET=100, BENCH_SEQUENTIAL=300, BENCH_CONCURRENT=600,
@@ -32,6 +37,7 @@ import { spawnSync } from "node:child_process";
 import { compareOptions, ourAddonBinary, runComparison } from "./compare.mjs";
 import { startBenchEngine } from "./lib/engine.mjs";
 import { startHost } from "./lib/host.mjs";
+import { clusterOptions, runCluster } from "./cluster.mjs";
 import { runSqliteComparison, sqliteOptions } from "./sqlite.mjs";
 import { fmt, table } from "./lib/stats.mjs";
 import httpActions from "./scenarios/http-actions.mjs";
@@ -46,6 +52,7 @@ const int = (name, fallback) => {
 };
 const options = {
 	compare: process.env.BENCH_COMPARE ?? "1",
+	cluster: process.env.BENCH_CLUSTER ?? "1",
 	sqlite: process.env.BENCH_SQLITE ?? "1",
 	host: process.env.BENCH_HOST ?? "native",
 	sequentialGet: int("BENCH_SEQUENTIAL_GET", 100),
@@ -79,6 +86,10 @@ if (!process.env.BENCH_ADDON && ourAddonBinary().build !== "release") {
 }
 console.log(`bench: ${ourAddonBinary().description}`);
 
+if (options.cluster === "only") {
+	await runCluster({ options: clusterOptions(), log: (m) => console.log(`[${elapsed()}] ${m}`) });
+	process.exit(0);
+}
 if (options.sqlite === "only") options.compare = "skip";
 
 if (options.compare !== "0" && options.compare !== "skip") {
@@ -146,5 +157,9 @@ if (options.compare !== "only" && options.sqlite !== "only") {
 		await engine.stop();
 		engine = null;
 	}
+}
+if (options.cluster !== "0" && options.compare !== "only" && options.sqlite !== "only") {
+	console.log("\n== Cluster scenarios on @rivetkit/rivetkit-napi@2.3.19 and on rivetkit-native ==\n");
+	await runCluster({ options: clusterOptions(), log: (m) => console.log(`[${elapsed()}] ${m}`) });
 }
 console.log(`\nbench: done in ${elapsed()}`);

@@ -123,7 +123,7 @@ pub fn public_status(group: &str, code: &str) -> Option<u16> {
         ("actor", "method_not_allowed") => 405,
         ("actor", "action_timed_out") => 408,
         ("actor", "aborted") => 400,
-        ("actor", "save_unconfirmed") => 503,
+        ("actor", "save_unconfirmed" | "restarting") => 503,
         ("actor_runtime_socket", "unsupported" | "not_enabled" | "closed" | "database_unavailable") => 400,
         ("message", "incoming_too_long" | "outgoing_too_long") => 400,
         ("schedule" | "kv" | "user", _) => 400,
@@ -178,6 +178,12 @@ pub mod catalog {
             "save_unconfirmed",
             format!("The work ran, but the engine did not confirm the save of what it changed ({reason}); it may not have taken effect."),
         )
+    }
+    /// RivetKit's "retry on the next generation" (the client retries it at
+    /// once): the work did not run here.
+    pub fn actor_restarting(reason: &str) -> RivetError {
+        RivetError::new("actor", "restarting", format!("Actor is restarting ({reason}). Retry the request."))
+            .with_metadata(serde_json::json!({ "retryable": true }))
     }
     pub fn actor_destroying() -> RivetError {
         RivetError::new("actor", "destroying", "Actor is destroying.")

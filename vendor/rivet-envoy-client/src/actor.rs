@@ -1740,6 +1740,7 @@ mod tests {
 			last_ping_ts: std::sync::atomic::AtomicI64::new(0),
 			lease_proof_ms: std::sync::atomic::AtomicI64::new(0),
 			connect_started_ms: std::sync::atomic::AtomicI64::new(0),
+		last_refused_ms: std::sync::atomic::AtomicI64::new(0),
 			stopped_tx: tokio::sync::watch::channel(true).0,
 		});
 		(shared, envoy_rx)

@@ -49,6 +49,11 @@ pub struct SharedContext {
 	/// rivetkit-native patch: local epoch ms when the current connection
 	/// attempt began (its handshake proves the engine saw us then or later).
 	pub connect_started_ms: AtomicI64,
+	/// rivetkit-native patch: local epoch ms of the latest request refused
+	/// for a generation stopped here (parked or answered restarting; see
+	/// `crate::stopped_here`), 0 if none: a leaving host stays connected
+	/// until the gateway has been quiet for a moment.
+	pub last_refused_ms: AtomicI64,
 	// Latched signal fired by `envoy_loop` after its cleanup block completes.
 	// Waiters observing `true` are guaranteed that the loop has exited and
 	// every pending KV/SQLite request has been resolved (with `EnvoyShutdownError`

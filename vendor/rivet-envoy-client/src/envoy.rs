@@ -496,6 +496,7 @@ fn start_envoy_sync_inner(config: EnvoyConfig) -> EnvoyHandle {
 		last_ping_ts: std::sync::atomic::AtomicI64::new(0),
 		lease_proof_ms: std::sync::atomic::AtomicI64::new(0),
 		connect_started_ms: std::sync::atomic::AtomicI64::new(0),
+		last_refused_ms: std::sync::atomic::AtomicI64::new(0),
 		stopped_tx,
 	});
 

@@ -199,6 +199,12 @@ impl EnvoyHandle {
 		rx.await.ok()
 	}
 
+	/// rivetkit-native patch: local epoch ms of the latest request refused
+	/// for a generation stopped here, 0 if none (`SharedContext::last_refused_ms`).
+	pub fn last_refused_request_ms(&self) -> i64 {
+		self.shared.last_refused_ms.load(std::sync::atomic::Ordering::Acquire)
+	}
+
 	/// rivetkit-native patch: puts a generation to sleep without waiting for
 	/// the engine's stop command. The actor task reports a sleep intent and,
 	/// right behind it on the same ordered event stream, runs the stop

@@ -449,6 +449,10 @@ async fn handle_request_start(
 			);
 		}
 		if stopped_recently {
+			// rivetkit-native patch: see `SharedContext::last_refused_ms`.
+			ctx.shared
+				.last_refused_ms
+				.store(crate::time::now_millis(), std::sync::atomic::Ordering::Release);
 			let session = response_stream.then_some(connection_session);
 			if ctx.awaiting_engine_stop(&actor_id, actor_generation)
 				&& ctx.parked_requests.len() < crate::stopped_here::MAX_PARKED

@@ -123,6 +123,18 @@ impl Dispatcher {
             .collect()
     }
 
+    /// The generations not stopping or stopped yet: starting, or started
+    /// and active (the drain's "still to stop here", docs/drain.md).
+    pub fn unstopped_keys(&self) -> Vec<InstanceKey> {
+        self.lock()
+            .generations()
+            .filter(|(_, g)| {
+                matches!(g, state::Generation::Starting { .. } | state::Generation::Started(InstanceRecord::Active(_)))
+            })
+            .map(|(key, _)| key.clone())
+            .collect()
+    }
+
     /// Every started generation, stopping ones included, whose writes are
     /// still open: what the drain saves before it gives up.
     pub fn live_contexts(&self) -> Vec<ActorContext> {

@@ -134,6 +134,10 @@ impl State {
     }
 
     /// The started generations.
+    pub fn generations(&self) -> impl Iterator<Item = (&InstanceKey, &Generation)> {
+        self.generations.iter()
+    }
+
     pub fn started(&self) -> impl Iterator<Item = (&InstanceKey, &InstanceRecord)> {
         self.generations.iter().filter_map(|(k, g)| match g {
             Generation::Started(record) => Some((k, record)),

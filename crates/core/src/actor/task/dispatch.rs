@@ -6,7 +6,9 @@ use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use super::commands::DispatchCommand;
+use super::commands::ShutdownKind;
 use super::ActorTask;
+use crate::actor::lifecycle::Phase;
 use crate::actor::HttpResponse;
 use crate::error::{catalog, RivetError};
 
@@ -17,6 +19,20 @@ impl ActorTask {
         self.ctx.admit()
     }
 
+    /// [`Self::admit`] for work whose answer the output gate holds: refused
+    /// during sleep grace with RivetKit's retryable `actor.restarting`
+    /// (it never runs here; the client retries on the next generation).
+    /// RivetKit drops the actor's state from memory at the end of
+    /// `onSleep`, so what such work changed could be lost after its
+    /// answer was confirmed (docs/durability.md, "Sleep grace").
+    fn admit_answered(&self) -> anyhow::Result<()> {
+        self.admit()?;
+        if self.gates_answers() && self.ctx.phase() == Phase::Stopping(ShutdownKind::Sleep) {
+            return Err(catalog::actor_restarting("the generation is going to sleep").into_anyhow());
+        }
+        Ok(())
+    }
+
     pub(super) fn handle_dispatch(&mut self, cmd: DispatchCommand) {
         if cmd.caller_gone() {
             // Nobody waits for it any more: the work never starts.
@@ -25,7 +41,7 @@ impl ActorTask {
         let cancel = CancellationToken::new();
         match cmd {
             DispatchCommand::Http { request, reply } => {
-                if let Err(err) = self.admit() {
+                if let Err(err) = self.admit_answered() {
                     let _ = reply.send(Err(err.context(self.ctx.specifier())));
                     return;
                 }
@@ -37,7 +53,7 @@ impl ActorTask {
                 self.spawn_tracked_reply(fut, Some(timeout), cancel, reply);
             }
             DispatchCommand::Action { conn, message_index, name, args, reply } => {
-                if let Err(err) = self.admit() {
+                if let Err(err) = self.admit_answered() {
                     let _ = reply.send(Err(err.context(self.ctx.specifier())));
                     return;
                 }
@@ -61,7 +77,7 @@ impl ActorTask {
                 self.spawn_tracked_reply(fut, Some(timeout), cancel, reply);
             }
             DispatchCommand::HttpAction { params, request, name, args, reply } => {
-                if let Err(err) = self.admit() {
+                if let Err(err) = self.admit_answered() {
                     let _ = reply.send(Err(err.context(self.ctx.specifier())));
                     return;
                 }

@@ -43,6 +43,12 @@ struct Grace {
     deadline: Instant,
     /// `onSleep` / `onDestroy`; `None` once finished or abandoned.
     hook: Option<BoxFuture<'static, anyhow::Result<()>>>,
+    /// A sleep hook not invoked yet: with the output gate, `onSleep` waits
+    /// until the answers in flight are saved (at most until `hook_due`),
+    /// since RivetKit drops the actor's state from memory at its end
+    /// (docs/durability.md, "Sleep grace").
+    pending: Option<LifecycleHook>,
+    hook_due: Instant,
     replies: Vec<oneshot::Sender<anyhow::Result<()>>>,
 }
 
@@ -135,6 +141,7 @@ impl ActorTask {
             let wake_at = self.ctx.next_wake();
             let alarm_deadline = alarm::instant_of(wake_at).filter(|_| phase == Phase::Started);
             let sleep_deadline = self.sleep_deadline.filter(|_| phase == Phase::Started);
+            let hook_due = self.grace.as_ref().filter(|g| g.pending.is_some()).map(|g| g.hook_due);
             tokio::select! {
                 biased;
                 _ = lost.cancelled() => {
@@ -179,6 +186,7 @@ impl ActorTask {
                     }
                 }
                 _ = poll_opt(&mut self.saving), if self.saving.is_some() => self.saving = None,
+                _ = sleep_until_opt(hook_due), if hook_due.is_some() => self.invoke_grace_hook(),
                 _ = poll_opt(&mut self.responses), if self.responses.is_some() => {
                     self.responses = None;
                     self.responses_sent = true;
@@ -201,6 +209,7 @@ impl ActorTask {
                     tracing::warn!("sleep grace period elapsed; abandoning unfinished work");
                     if let Some(grace) = self.grace.as_mut() {
                         grace.hook = None;
+                        grace.pending = None;
                     }
                     self.inflight.abort_all();
                     self.saving = None;
@@ -214,7 +223,14 @@ impl ActorTask {
                 // Connections that ended during grace still get their hook.
                 self.run_disconnects();
             }
-            let quiet = self.grace.as_ref().is_some_and(|g| g.hook.is_none())
+            if self.grace.as_ref().is_some_and(|g| g.pending.is_some())
+                && self.inflight.is_empty()
+                && self.saving.is_none()
+                && self.ctx.saves().deadline().is_none()
+            {
+                self.invoke_grace_hook();
+            }
+            let quiet = self.grace.as_ref().is_some_and(|g| g.hook.is_none() && g.pending.is_none())
                 && self.inflight.is_empty()
                 && self.saving.is_none()
                 && self.run.is_none()

@@ -16,6 +16,9 @@ const MIN_FINAL_SAVE_TIMEOUT: Duration = Duration::from_secs(15);
 const FINAL_SAVE_RETRY_FIRST: Duration = Duration::from_millis(50);
 const FINAL_SAVE_RETRY_MAX: Duration = Duration::from_secs(1);
 const FINAL_SAVE_ATTEMPTS: u32 = 6;
+/// With the output gate, how long `onSleep` waits at most for the answers
+/// in flight to be saved (never more than half the grace period).
+const SLEEP_HOOK_WAIT: Duration = Duration::from_secs(2);
 
 impl ActorTask {
     /// Enters grace: cancels the abort signal and starts `onSleep`/`onDestroy`.
@@ -56,12 +59,35 @@ impl ActorTask {
             }
         }
         let grace_period = self.factory.config.sleep_grace_period;
+        let now = Instant::now();
+        // With the output gate, `onSleep` waits for the answers in flight
+        // (docs/durability.md, "Sleep grace").
+        let (hook, pending) = if kind == ShutdownKind::Sleep && self.gates_answers() {
+            (None, Some(hook))
+        } else {
+            (self.factory.hooks.lifecycle(hook, &self.ctx), None)
+        };
         self.grace = Some(Grace {
             kind,
-            deadline: Instant::now() + grace_period,
-            hook: self.factory.hooks.lifecycle(hook, &self.ctx),
+            deadline: now + grace_period,
+            hook,
+            pending,
+            hook_due: now + SLEEP_HOOK_WAIT.min(grace_period / 2),
             replies: reply.into_iter().collect(),
         });
+    }
+
+    /// Whether answers of this generation wait for the output gate.
+    pub(super) fn gates_answers(&self) -> bool {
+        self.factory.config.output_gate == crate::actor::OutputGate::On && self.factory.config.has_state
+    }
+
+    /// Invokes the sleep hook held back by [`Self::begin_grace`].
+    pub(super) fn invoke_grace_hook(&mut self) {
+        let Some(grace) = self.grace.as_mut() else { return };
+        if let Some(hook) = grace.pending.take() {
+            grace.hook = self.factory.hooks.lifecycle(hook, &self.ctx);
+        }
     }
 
     /// Final save, then the write fence closes (a handle kept by user code

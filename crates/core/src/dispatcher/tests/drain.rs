@@ -13,7 +13,7 @@ use crate::actor::context::ActorIdentity;
 use crate::actor::link::MemoryLink;
 use crate::actor::{storage, ActorConfig, ActorContext, ActorFactory, ActorKey};
 use crate::dispatcher::{Dispatcher, InstanceKey, StopHandle, StopReason};
-use crate::registry::drain::stop_everything_here;
+use crate::registry::drain::{stop_everything_here, Settled};
 
 const WORKER: &str = "worker";
 
@@ -38,8 +38,15 @@ impl Host {
     }
 
     async fn start(&self, name: &str, actor_id: &str) -> ActorContext {
+        let ctx = self.context(name, actor_id);
+        self.dispatcher.start_actor(name, ctx.clone()).await.expect("start");
+        ctx
+    }
+
+    /// Generation 1 of `actor_id`, not started yet.
+    fn context(&self, name: &str, actor_id: &str) -> ActorContext {
         let config = self.dispatcher.factory(name).unwrap().config.as_ref().clone();
-        let ctx = ActorContext::new(
+        ActorContext::new(
             ActorIdentity {
                 actor_id: actor_id.into(),
                 generation: 1,
@@ -51,9 +58,7 @@ impl Host {
             CancellationToken::new(),
             self.link.clone(),
             &config,
-        );
-        self.dispatcher.start_actor(name, ctx.clone()).await.expect("start");
-        ctx
+        )
     }
 
     fn slept_here(&self) -> Vec<(String, u32)> {
@@ -98,18 +103,31 @@ async fn engine_stop_held_in_on_sleep(
     (gate, seen, engine)
 }
 
-type Saved = tokio::sync::watch::Sender<bool>;
+/// The drain's stop-here step in a task: where it stands, its release,
+/// how many stops it left to the engine, and the task.
+struct StopHere {
+    settled: tokio::sync::watch::Sender<Settled>,
+    release: tokio::sync::watch::Sender<bool>,
+    for_engine: Arc<AtomicUsize>,
+    task: tokio::task::JoinHandle<()>,
+}
 
-/// The drain's stop-here step in a task: where it says everything was
-/// saved, how many stops it left to the engine, and the task.
-fn spawn_stop_everything_here(host: &Host) -> (Saved, Arc<AtomicUsize>, tokio::task::JoinHandle<()>) {
-    let saved = tokio::sync::watch::Sender::new(false);
+impl StopHere {
+    /// Resolves once everything but the held generations stopped here.
+    async fn idle(&self) -> Settled {
+        *self.settled.subscribe().wait_for(|s| s.idle).await.unwrap()
+    }
+}
+
+fn spawn_stop_everything_here(host: &Host) -> StopHere {
+    let settled = tokio::sync::watch::Sender::new(Settled::default());
+    let release = tokio::sync::watch::Sender::new(false);
     let for_engine = Arc::new(AtomicUsize::new(0));
-    let stopper = {
-        let (d, saved, for_engine) = (host.dispatcher.clone(), saved.clone(), for_engine.clone());
-        tokio::spawn(async move { stop_everything_here(&d, &saved, &for_engine).await })
+    let task = {
+        let (d, s, r, f) = (host.dispatcher.clone(), settled.clone(), release.subscribe(), for_engine.clone());
+        tokio::spawn(async move { stop_everything_here(&d, &s, r, &f).await })
     };
-    (saved, for_engine, stopper)
+    StopHere { settled, release, for_engine, task }
 }
 
 #[tokio::test(start_paused = true)]
@@ -179,10 +197,10 @@ async fn a_generation_the_engine_already_stops_is_not_stopped_here() {
 /// Runs the drain's stop-here step until everything is stopped here;
 /// returns how many stops it left to the engine.
 async fn stop_all_here(host: &Host) -> usize {
-    let (saved, for_engine, stopper) = spawn_stop_everything_here(host);
-    saved.subscribe().wait_for(|saved| *saved).await.unwrap();
-    stopper.abort();
-    for_engine.load(Ordering::Acquire)
+    let step = spawn_stop_everything_here(host);
+    step.idle().await;
+    step.task.abort();
+    step.for_engine.load(Ordering::Acquire)
 }
 
 #[tokio::test(start_paused = true)]
@@ -210,17 +228,51 @@ async fn everything_stops_here_at_once_and_each_sleeper_is_put_to_sleep_here() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_generation_that_starts_during_the_drain_is_put_to_sleep_here_too() {
+async fn a_generation_that_starts_during_the_drain_serves_until_released_then_sleeps_here_too() {
     let host = Host::new();
     host.start(NAME, "a").await;
-    let (saved, _, stopper) = spawn_stop_everything_here(&host);
-    saved.subscribe().wait_for(|saved| *saved).await.unwrap();
+    let step = spawn_stop_everything_here(&host);
+    step.idle().await;
     let late = host.start(NAME, "late").await;
     tokio::time::sleep(Duration::from_millis(200)).await;
 
+    // Held: it serves the request that woke it (docs/drain.md, step 2).
+    assert!(!late.is_generation_finished());
+    assert!(host.dispatcher.active_actor("late").is_ok());
+    let held = *step.settled.subscribe().wait_for(|s| s.held == 1).await.unwrap();
+    assert!(held.idle, "a held generation does not keep the drain from going on");
+    assert_eq!(host.slept_here(), vec![("a".to_string(), 1)]);
+
+    step.release.send_replace(true);
+    let settled = *step.settled.subscribe().wait_for(|s| s.idle && s.released).await.unwrap();
+    assert_eq!(settled.held, 0);
     assert!(late.is_generation_finished());
     assert_eq!(host.slept_here(), vec![("a".to_string(), 1), ("late".to_string(), 1)]);
-    stopper.abort();
+    step.task.abort();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_generation_still_starting_when_the_drain_begins_is_not_held() {
+    let host = Host::new();
+    let gate = Gate::new();
+    *host.hooks.wake_gate.lock().unwrap() = Some(gate.clone());
+    let ctx = host.context(NAME, "starting");
+    let starting = {
+        let (d, ctx) = (host.dispatcher.clone(), ctx.clone());
+        tokio::spawn(async move { d.start_actor(NAME, ctx).await })
+    };
+    gate.entered().await;
+    let step = spawn_stop_everything_here(&host);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(!step.settled.borrow().idle, "the drain waits for it");
+
+    gate.release();
+    starting.await.unwrap().unwrap();
+    let settled = step.idle().await;
+    assert_eq!(settled.held, 0);
+    assert!(ctx.is_generation_finished());
+    assert_eq!(host.slept_here(), vec![("starting".to_string(), 1)]);
+    step.task.abort();
 }
 
 #[tokio::test(start_paused = true)]
@@ -247,16 +299,16 @@ async fn a_generation_whose_stop_the_engine_started_is_not_put_to_sleep_here() {
     let host = Host::new();
     host.start(NAME, "a").await;
     let (gate, seen, engine) = engine_stop_held_in_on_sleep(&host, "a").await;
-    let (saved, for_engine, stopper) = spawn_stop_everything_here(&host);
+    let step = spawn_stop_everything_here(&host);
     tokio::time::sleep(Duration::from_millis(100)).await;
     gate.release();
     engine.await.unwrap().unwrap();
-    saved.subscribe().wait_for(|saved| *saved).await.unwrap();
+    step.idle().await;
 
     assert_eq!(*seen.lock().unwrap(), Some(Ok(())));
     assert!(host.slept_here().is_empty(), "its own stop reports it");
-    assert_eq!(for_engine.load(Ordering::Acquire), 0);
-    stopper.abort();
+    assert_eq!(step.for_engine.load(Ordering::Acquire), 0);
+    step.task.abort();
 }
 
 #[tokio::test(start_paused = true)]

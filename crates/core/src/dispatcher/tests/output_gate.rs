@@ -88,3 +88,51 @@ async fn off_answers_at_once() {
     handle.output_gate().await.unwrap();
     assert_eq!(h.link.puts.load(SeqCst), puts, "no save was asked for");
 }
+
+/// RivetKit drops the actor's state from memory at the end of `onSleep`:
+/// with the gate, new answered work is refused during sleep grace (it
+/// never runs; the client retries on the next generation), and the hook
+/// runs once nothing answered is left to save (docs/durability.md, "Sleep
+/// grace").
+#[tokio::test(start_paused = true)]
+async fn during_sleep_grace_new_answered_work_is_refused_and_retried_elsewhere() {
+    let h = stateful(OutputGate::On);
+    let ctx = h.start(1).await;
+    let handle = h.dispatcher.active_actor("actor").unwrap();
+    handle.action("set:before".into(), vec![]).await.unwrap();
+    handle.output_gate().await.unwrap();
+    let sleep_gate = Gate::new();
+    *h.hooks.sleep_gate.lock().unwrap() = Some(sleep_gate.clone());
+    let stop = {
+        let (d, stop) = (h.dispatcher.clone(), crate::dispatcher::StopHandle::new(|_| {}));
+        tokio::spawn(async move { d.stop_actor("actor", 1, crate::dispatcher::StopReason::SleepIntent, stop).await })
+    };
+    sleep_gate.entered().await;
+
+    let err = handle.action("set:during".into(), vec![]).await.unwrap_err();
+    let e = RivetError::extract(&err);
+    assert_eq!(e.qualified_code(), "actor.restarting");
+    assert_eq!(e.metadata.as_ref().and_then(|m| m.get("retryable")), Some(&serde_json::json!(true)));
+    assert!(!h.hooks.calls().iter().any(|c| c.starts_with("action:set:during")), "it never ran");
+
+    sleep_gate.release();
+    stop.await.unwrap().unwrap();
+    assert_eq!(storage::load_record(&ctx).await.unwrap().unwrap().state, b"before".to_vec());
+}
+
+#[tokio::test(start_paused = true)]
+async fn with_the_gate_off_sleep_grace_still_serves() {
+    let h = stateful(OutputGate::Off);
+    let _ctx = h.start(1).await;
+    let handle = h.dispatcher.active_actor("actor").unwrap();
+    let sleep_gate = Gate::new();
+    *h.hooks.sleep_gate.lock().unwrap() = Some(sleep_gate.clone());
+    let stop = {
+        let (d, stop) = (h.dispatcher.clone(), crate::dispatcher::StopHandle::new(|_| {}));
+        tokio::spawn(async move { d.stop_actor("actor", 1, crate::dispatcher::StopReason::SleepIntent, stop).await })
+    };
+    sleep_gate.entered().await;
+    handle.action("set:during".into(), vec![]).await.expect("served during grace, as in the reference");
+    sleep_gate.release();
+    stop.await.unwrap().unwrap();
+}
