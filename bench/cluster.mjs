@@ -24,6 +24,10 @@
 //              sent for that counter per action (from the envoy client's
 //              debug log)
 //
+// Actor keys are per namespace, not per pool: each side's counters have
+// keys of their own (the pool name), or the second side would wake the
+// first side's actors in a pool with no host left.
+//
 // Knobs: BENCH_CLUSTER_SCENARIOS=rolling,sigkill,partition,gate,
 // BENCH_CLUSTER_IMPLS=rivetkit-napi,rivetkit-native, BENCH_GATE_ACTIONS=300.
 // About 5 minutes on 2 cores.
@@ -49,9 +53,14 @@ export const clusterOptions = () => ({
 	gateActions: Number(process.env.BENCH_GATE_ACTIONS ?? 300),
 });
 
+/** Every host spawned, so that a failed run leaves none behind. */
+const spawned = new Set();
+
 /** A host of the bench app on `pool`, ready. */
 async function host(engine, impl, pool, { endpoint = engine.endpoint, env = {}, captureStderr = false } = {}) {
 	const h = spawnHost({ impl, endpoint, pool, token: engine.token, env, captureStderr });
+	spawned.add(h);
+	h.exited.then(() => spawned.delete(h));
 	await h.ready;
 	return h;
 }
@@ -69,8 +78,8 @@ async function interrupt(h, boundMs = 30_000) {
 async function rolling(engine, client, impl, pool) {
 	let hosts = [];
 	for (let i = 0; i < 3; i++) hosts.push(await host(engine, impl, pool));
-	const keys = Array.from({ length: 30 }, (_, i) => `roll-${i}`);
-	const wsKeys = ["roll-ws-0", "roll-ws-1", "roll-ws-2"];
+	const keys = Array.from({ length: 30 }, (_, i) => `${pool}-${i}`);
+	const wsKeys = [0, 1, 2].map((i) => `${pool}-ws-${i}`);
 	const traffic = load(client, { keys, wsKeys });
 	await waitFor(() => traffic.count >= 200, { timeoutMs: 60_000, what: "load warmed up" });
 	let selfExits = 0;
@@ -84,13 +93,22 @@ async function rolling(engine, client, impl, pool) {
 	const { answered, failures, closes, longestStall } = await traffic.stop();
 	const { lost, twice } = await tally(client, answered, read);
 	for (const h of hosts) await interrupt(h);
-	return { answered: count(answered), failed: failures.length, longestStall, twice, lost, closes: closes.length, selfExits };
+	return {
+		answered: count(answered),
+		failed: failures.length,
+		longestStall,
+		twice,
+		lost,
+		closes: closes.length,
+		selfExits,
+		errors: summary(failures),
+	};
 }
 
 async function sigkill(engine, client, impl, pool) {
 	const hosts = [];
 	for (let i = 0; i < 3; i++) hosts.push(await host(engine, impl, pool));
-	const keys = Array.from({ length: 12 }, (_, i) => `kill-${i}`);
+	const keys = Array.from({ length: 12 }, (_, i) => `${pool}-${i}`);
 	const traffic = load(client, { keys });
 	await waitFor(() => traffic.count >= 200, { timeoutMs: 60_000, what: "load warmed up" });
 	const killedAt = Date.now();
@@ -101,13 +119,13 @@ async function sigkill(engine, client, impl, pool) {
 	const { answered, failures, longestStall } = await traffic.stop();
 	const { lost, twice } = await tally(client, answered, read);
 	for (const h of [hosts[0], hosts[2]]) await interrupt(h);
-	return { answered: count(answered), failed: failures.length, recoveredMs: recovered, longestStall, twice, lost };
+	return { answered: count(answered), failed: failures.length, recoveredMs: recovered, longestStall, twice, lost, errors: summary(failures) };
 }
 
 async function partition(engine, client, impl, pool) {
 	const proxy = await faultProxy(engine.guardPort);
 	const a = await host(engine, impl, pool, { endpoint: proxy.url });
-	const keys = Array.from({ length: 6 }, (_, i) => `part-${i}`);
+	const keys = Array.from({ length: 6 }, (_, i) => `${pool}-${i}`);
 	const first = new Map();
 	for (const key of keys) first.set(key, await client.counter.getOrCreate([key]).increment(1));
 	const b = await host(engine, impl, pool);
@@ -122,7 +140,7 @@ async function partition(engine, client, impl, pool) {
 	const { lost, twice } = await tally(client, answered, read);
 	for (const h of [a, b]) await interrupt(h);
 	await proxy.close();
-	return { answered: count(answered), failed: failures.length, longestStall, twice, lost };
+	return { answered: count(answered), failed: failures.length, longestStall, twice, lost, errors: summary(failures) };
 }
 
 /** Ours with the output gate off, then on: latency and KV requests per action. */
@@ -138,9 +156,11 @@ async function gate(engine, options) {
 			captureStderr: true,
 		});
 		const gateClient = createClient({ endpoint: engine.endpoint, namespace: engine.namespace, token: engine.token, poolName: pool });
-		const handle = gateClient.counter.getOrCreate([`gate-${value}`]);
-		await handle.increment(1);
-		const actorId = await handle.resolve();
+		const created = gateClient.counter.getOrCreate([`gate-${value}`]);
+		await created.increment(1);
+		const actorId = await created.resolve();
+		// By id: gateway path routing, no key query per request.
+		const handle = gateClient.counter.getForId(actorId);
 		const requests = () => h.stderr().split(`ToRivetKvRequest{actorId: \\"${actorId}\\"`).length - 1;
 		for (const [shape, inFlight] of [
 			["sequential", 1],
@@ -174,6 +194,13 @@ async function gate(engine, options) {
 	}
 	return rows;
 }
+
+/** The failures' codes with their counts, e.g. "guard.x 2, actor.y 1". */
+const summary = (failures) => {
+	const by = new Map();
+	for (const f of failures) by.set(f.code, (by.get(f.code) ?? 0) + 1);
+	return [...by].map(([code, n]) => `${code} ${n}`).join(", ") || "-";
+};
 
 const count = (answered) => [...answered.values()].reduce((n, v) => n + v.length, 0);
 
@@ -209,6 +236,7 @@ export async function runCluster({ options = clusterOptions(), log = console.log
 		}
 		return results;
 	} finally {
+		for (const h of spawned) h.child.kill("SIGKILL");
 		await engine.stop();
 	}
 }
