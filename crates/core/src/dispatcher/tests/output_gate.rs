@@ -89,6 +89,18 @@ async fn off_answers_at_once() {
     assert_eq!(h.link.puts.load(SeqCst), puts, "no save was asked for");
 }
 
+/// The engine's sleep stop for generation 1, held inside `onSleep`.
+async fn sleep_held_in_on_sleep(h: &Harness) -> (Gate, tokio::task::JoinHandle<anyhow::Result<()>>) {
+    let sleep_gate = Gate::new();
+    *h.hooks.sleep_gate.lock().unwrap() = Some(sleep_gate.clone());
+    let stop = {
+        let (d, stop) = (h.dispatcher.clone(), crate::dispatcher::StopHandle::new(|_| {}));
+        tokio::spawn(async move { d.stop_actor("actor", 1, crate::dispatcher::StopReason::SleepIntent, stop).await })
+    };
+    sleep_gate.entered().await;
+    (sleep_gate, stop)
+}
+
 /// RivetKit drops the actor's state from memory at the end of `onSleep`:
 /// with the gate, new answered work is refused during sleep grace (it
 /// never runs; the client retries on the next generation), and the hook
@@ -101,13 +113,7 @@ async fn during_sleep_grace_new_answered_work_is_refused_and_retried_elsewhere()
     let handle = h.dispatcher.active_actor("actor").unwrap();
     handle.action("set:before".into(), vec![]).await.unwrap();
     handle.output_gate().await.unwrap();
-    let sleep_gate = Gate::new();
-    *h.hooks.sleep_gate.lock().unwrap() = Some(sleep_gate.clone());
-    let stop = {
-        let (d, stop) = (h.dispatcher.clone(), crate::dispatcher::StopHandle::new(|_| {}));
-        tokio::spawn(async move { d.stop_actor("actor", 1, crate::dispatcher::StopReason::SleepIntent, stop).await })
-    };
-    sleep_gate.entered().await;
+    let (sleep_gate, stop) = sleep_held_in_on_sleep(&h).await;
 
     let err = handle.action("set:during".into(), vec![]).await.unwrap_err();
     let e = RivetError::extract(&err);
@@ -125,13 +131,7 @@ async fn with_the_gate_off_sleep_grace_still_serves() {
     let h = stateful(OutputGate::Off);
     let _ctx = h.start(1).await;
     let handle = h.dispatcher.active_actor("actor").unwrap();
-    let sleep_gate = Gate::new();
-    *h.hooks.sleep_gate.lock().unwrap() = Some(sleep_gate.clone());
-    let stop = {
-        let (d, stop) = (h.dispatcher.clone(), crate::dispatcher::StopHandle::new(|_| {}));
-        tokio::spawn(async move { d.stop_actor("actor", 1, crate::dispatcher::StopReason::SleepIntent, stop).await })
-    };
-    sleep_gate.entered().await;
+    let (sleep_gate, stop) = sleep_held_in_on_sleep(&h).await;
     handle.action("set:during".into(), vec![]).await.expect("served during grace, as in the reference");
     sleep_gate.release();
     stop.await.unwrap().unwrap();
