@@ -388,7 +388,8 @@ export function gatewayFetch(endpoint, actorId, path = "/", init = {}) {
  */
 export async function spawnHost(script, env = {}) {
 	const child = spawn(process.execPath, [script], {
-		env: { ...process.env, RIVET_LOG_LEVEL: "warn", ...env },
+		// RIVETKIT_TEST_HOST_LOG=<filter> for a closer look at a failure.
+		env: { ...process.env, RIVET_LOG_LEVEL: process.env.RIVETKIT_TEST_HOST_LOG || "warn", ...env },
 		stdio: ["ignore", "pipe", "pipe"],
 	});
 	let out = "";
