@@ -40,6 +40,7 @@ import { createClient } from "rivetkit/client";
 import { everyCounterAnswersAgain, load, tally } from "../__test__/helpers/counter-load.mjs";
 import { startEngine, waitFor } from "../__test__/helpers/engine.mjs";
 import { faultProxy } from "../__test__/helpers/fault-proxy.mjs";
+import { sigintToExit } from "./compare.mjs";
 import { spawnHost } from "./lib/host.mjs";
 import { fmt, table } from "./lib/stats.mjs";
 
@@ -65,15 +66,8 @@ async function host(engine, impl, pool, { endpoint = engine.endpoint, env = {}, 
 	return h;
 }
 
-/** SIGINT, then the exit (SIGKILL past `boundMs`); true if it exited by itself. */
-async function interrupt(h, boundMs = 30_000) {
-	h.child.kill("SIGINT");
-	const exited = await Promise.race([h.exited, sleep(boundMs).then(() => null)]);
-	if (exited) return true;
-	h.child.kill("SIGKILL");
-	await h.exited;
-	return false;
-}
+/** SIGINT, then the exit (SIGKILL past 30 s); true if it exited by itself. */
+const interrupt = async (h) => !(await sigintToExit(h, 30_000)).timedOut;
 
 async function rolling(engine, client, impl, pool) {
 	let hosts = [];
@@ -94,7 +88,7 @@ async function rolling(engine, client, impl, pool) {
 	const { lost, twice } = await tally(client, answered, read);
 	for (const h of hosts) await interrupt(h);
 	return {
-		answered: count(answered),
+		answered: traffic.count,
 		failed: failures.length,
 		longestStall,
 		twice,
@@ -119,7 +113,7 @@ async function sigkill(engine, client, impl, pool) {
 	const { answered, failures, longestStall } = await traffic.stop();
 	const { lost, twice } = await tally(client, answered, read);
 	for (const h of [hosts[0], hosts[2]]) await interrupt(h);
-	return { answered: count(answered), failed: failures.length, recoveredMs: recovered, longestStall, twice, lost, errors: summary(failures) };
+	return { answered: traffic.count, failed: failures.length, recoveredMs: recovered, longestStall, twice, lost, errors: summary(failures) };
 }
 
 async function partition(engine, client, impl, pool) {
@@ -140,7 +134,7 @@ async function partition(engine, client, impl, pool) {
 	const { lost, twice } = await tally(client, answered, read);
 	for (const h of [a, b]) await interrupt(h);
 	await proxy.close();
-	return { answered: count(answered), failed: failures.length, longestStall, twice, lost, errors: summary(failures) };
+	return { answered: traffic.count, failed: failures.length, longestStall, twice, lost, errors: summary(failures) };
 }
 
 /** Ours with the output gate off, then on: latency and KV requests per action. */
@@ -201,8 +195,6 @@ const summary = (failures) => {
 	for (const f of failures) by.set(f.code, (by.get(f.code) ?? 0) + 1);
 	return [...by].map(([code, n]) => `${code} ${n}`).join(", ") || "-";
 };
-
-const count = (answered) => [...answered.values()].reduce((n, v) => n + v.length, 0);
 
 export async function runCluster({ options = clusterOptions(), log = console.log } = {}) {
 	const engine = await startEngine({

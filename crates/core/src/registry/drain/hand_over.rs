@@ -20,8 +20,6 @@ use crate::dispatcher::Dispatcher;
 /// envoy's graceful shutdown handles what is left.
 const REPORT_WAIT: Duration = Duration::from_secs(2);
 const REPORT_POLL: Duration = Duration::from_millis(2);
-/// After its stop, how long we still wait for the envoy loop.
-const STOP_WAIT: Duration = Duration::from_secs(5);
 /// How long the drain waits for the engine to close the envoy's
 /// connection after ours closed it. The engine closes it once it has read
 /// our close, and with it every frame sent before.
@@ -180,7 +178,7 @@ async fn held_ones_reported(envoy: &EnvoyHandle) -> bool {
 async fn close(envoy: &EnvoyHandle) -> bool {
     let mut session = envoy.subscribe_connection_session();
     envoy.shutdown(true);
-    if tokio::time::timeout(STOP_WAIT, envoy.wait_stopped()).await.is_err() {
+    if tokio::time::timeout(super::ENVOY_STOP_WAIT, envoy.wait_stopped()).await.is_err() {
         tracing::warn!("the envoy's loop did not end after its stop");
         return true;
     }

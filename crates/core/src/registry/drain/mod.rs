@@ -7,6 +7,9 @@
 //! and the drain waits for the engine to close it too (it has then read
 //! every frame before the close). Actors that may not sleep go through the
 //! envoy's graceful shutdown as in the reference: the engine moves them.
+//! A generation the engine starts here during the drain is held until the
+//! host has withdrawn (`stop_here`); the hand-over to the engine is
+//! `hand_over`.
 //!
 //! Why not wait for the engine's stops: each one is the engine's workflow
 //! for that actor running twice (the sleep intent, then the `Stopped`), and
@@ -35,9 +38,10 @@ pub(crate) use stop_here::{stop_everything_here, Settled};
 /// Drain bound when the host configured none (the engine's own threshold
 /// is 30 minutes, far longer than anyone waits for Ctrl-C).
 pub const DEFAULT_DRAIN_CAP: Duration = Duration::from_secs(30);
-/// After a forced stop, how long we still wait for the envoy loop, at most
-/// (never past the drain's deadline plus [`PAST_DEADLINE`]).
-const FORCED_STOP_WAIT: Duration = Duration::from_secs(5);
+/// After the envoy's stop, how long we still wait for its loop, at most
+/// (after a forced stop never past the drain's deadline plus
+/// [`PAST_DEADLINE`]).
+const ENVOY_STOP_WAIT: Duration = Duration::from_secs(5);
 /// How long background jobs (stops, waiters) may take after the envoy
 /// stopped, at most (same limit).
 const TRACKER_WAIT: Duration = Duration::from_secs(5);
@@ -98,7 +102,7 @@ pub(crate) async fn drain(config: &ServeConfig, envoy: &EnvoyHandle, dispatcher:
     if !ended {
         save_all(dispatcher, deadline).await;
         envoy.shutdown(true);
-        let wait = (Instant::now() + FORCED_STOP_WAIT).min(last);
+        let wait = (Instant::now() + ENVOY_STOP_WAIT).min(last);
         let _ = tokio::time::timeout_at(wait, envoy.wait_stopped()).await;
         tracing::debug!(target: crate::DRAIN_TRACE, "envoy stopped at once");
     }
