@@ -14,6 +14,10 @@
 // source, so they need a Rust toolchain). RIVETKIT_NATIVE_BUILD=release
 // makes the release build instead of the development one (for a git
 // dependency that runs in production; the tests then have no testing addon).
+//
+// The engine-cluster tests (__test__/cluster.test.mjs) need PostgreSQL and
+// NATS: on Debian they are installed here from its packages when missing
+// (as root, or through `sudo -n`); elsewhere the setup says what to install.
 
 import { spawnSync } from "node:child_process";
 import { existsSync } from "node:fs";
@@ -37,6 +41,38 @@ function run(file, args, what) {
 	}
 	console.error(`rivetkit-native: ${what} took ${((Date.now() - started) / 1000).toFixed(0)} s`);
 }
+
+/** Debian's packages for the engine cluster: `postgresql`, `nats-server`. */
+function clusterPackages() {
+	if (process.platform !== "linux") return;
+	const has = (cmd) => spawnSync("sh", ["-c", `command -v ${cmd}`], { stdio: "ignore" }).status === 0;
+	const pgInstalled = existsSync("/usr/lib/postgresql") || has("initdb");
+	const missing = [...(pgInstalled ? [] : ["postgresql"]), ...(has("nats-server") ? [] : ["nats-server"])];
+	if (missing.length === 0) return;
+	const root = process.getuid?.() === 0;
+	const sudo = !root && has("sudo") && spawnSync("sudo", ["-n", "true"], { stdio: "ignore" }).status === 0;
+	if (!has("apt-get") || (!root && !sudo)) {
+		console.error(`rivetkit-native: the engine-cluster tests need ${missing.join(" and ")}; install them (on Debian: apt-get install ${missing.join(" ")})`);
+		return;
+	}
+	const apt = (args) => (root ? spawnSync("apt-get", args, { stdio: "inherit" }) : spawnSync("sudo", ["-n", "apt-get", ...args], { stdio: "inherit" }));
+	const started = Date.now();
+	console.error(`rivetkit-native: installing ${missing.join(" and ")} from Debian's packages for the engine-cluster tests`);
+	process.env.DEBIAN_FRONTEND = "noninteractive";
+	let res = apt(["install", "-y", "-q", "--no-install-recommends", ...missing]);
+	if (res.status !== 0) {
+		// A machine whose package lists are stale or empty.
+		apt(["update", "-q"]);
+		res = apt(["install", "-y", "-q", "--no-install-recommends", ...missing]);
+	}
+	if (res.status !== 0) {
+		console.error(`rivetkit-native: installing ${missing.join(" and ")} failed (apt-get exit ${res.status})`);
+		process.exit(1);
+	}
+	console.error(`rivetkit-native: ${missing.join(" and ")} installed in ${((Date.now() - started) / 1000).toFixed(0)} s`);
+}
+
+clusterPackages();
 
 if (process.env.RIVETKIT_NATIVE_BUILD === "release") run(process.execPath, [join(root, "scripts/build.mjs"), "--release"], "the release build");
 else run(process.execPath, [join(root, "scripts/build-dev.mjs")], "the development build");

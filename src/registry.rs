@@ -87,7 +87,7 @@ impl JsServeConfig {
             c.version = v as u32;
         }
         if let Some(v) = self.endpoint {
-            c.endpoint = v;
+            c.set_endpoints(&v)?;
         }
         if self.token.is_some() {
             c.token = self.token;

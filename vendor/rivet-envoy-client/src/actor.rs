@@ -630,8 +630,14 @@ fn send_stopped_event(
 			intent: protocol::ActorIntent::ActorIntentSleep,
 		});
 		let events = vec![
-			protocol::EventWrapper { checkpoint: increment_checkpoint(ctx), inner: intent },
-			protocol::EventWrapper { checkpoint: increment_checkpoint(ctx), inner: stopped },
+			protocol::EventWrapper {
+				checkpoint: increment_checkpoint(ctx),
+				inner: intent,
+			},
+			protocol::EventWrapper {
+				checkpoint: increment_checkpoint(ctx),
+				inner: stopped,
+			},
 		];
 		let _ = crate::envoy::send_to_envoy_tx(
 			&ctx.shared,
@@ -1713,6 +1719,7 @@ mod tests {
 			config: crate::config::EnvoyConfig {
 				version: 1,
 				endpoint: "http://127.0.0.1:1".to_string(),
+				fallback_endpoints: Vec::new(),
 				token: None,
 				namespace: "test".to_string(),
 				pool_name: "test".to_string(),
@@ -1740,7 +1747,8 @@ mod tests {
 			last_ping_ts: std::sync::atomic::AtomicI64::new(0),
 			lease_proof_ms: std::sync::atomic::AtomicI64::new(0),
 			connect_started_ms: std::sync::atomic::AtomicI64::new(0),
-		last_refused_ms: std::sync::atomic::AtomicI64::new(0),
+			last_refused_ms: std::sync::atomic::AtomicI64::new(0),
+			response_replay: Default::default(),
 			stopped_tx: tokio::sync::watch::channel(true).0,
 		});
 		(shared, envoy_rx)
@@ -2112,7 +2120,9 @@ mod tests {
 			Vec::new(),
 			None,
 		);
-		actor_tx.send(ToActor::SleepAndStop).expect("failed to send sleep-and-stop");
+		actor_tx
+			.send(ToActor::SleepAndStop)
+			.expect("failed to send sleep-and-stop");
 
 		let seen = tokio::time::timeout(Duration::from_secs(2), async {
 			let mut seen = Vec::new();
@@ -2127,9 +2137,11 @@ mod tests {
 						protocol::Event::EventActorIntent(protocol::EventActorIntent {
 							intent: protocol::ActorIntent::ActorIntentSleep,
 						}) => seen.push("sleep intent".to_string()),
-						protocol::Event::EventActorStateUpdate(protocol::EventActorStateUpdate {
-							state: protocol::ActorState::ActorStateStopped(stopped),
-						}) => {
+						protocol::Event::EventActorStateUpdate(
+							protocol::EventActorStateUpdate {
+								state: protocol::ActorState::ActorStateStopped(stopped),
+							},
+						) => {
 							seen.push(format!("stopped {:?}", stopped.code));
 							return seen;
 						}
@@ -2142,7 +2154,13 @@ mod tests {
 		.await
 		.expect("timed out waiting for the stopped event");
 		assert_eq!(seen.last().map(String::as_str), Some("stopped Ok"));
-		let tail: Vec<&str> = seen.iter().rev().take(4).rev().map(String::as_str).collect();
+		let tail: Vec<&str> = seen
+			.iter()
+			.rev()
+			.take(4)
+			.rev()
+			.map(String::as_str)
+			.collect();
 		assert_eq!(tail[1..], ["message of 2", "sleep intent", "stopped Ok"]);
 	}
 

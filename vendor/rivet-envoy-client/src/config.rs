@@ -14,6 +14,10 @@ pub use crate::{
 pub struct EnvoyConfig {
 	pub version: u32,
 	pub endpoint: String,
+	/// rivetkit-native patch: more engine nodes to connect to, in turn,
+	/// when the connection to the current one ends or cannot be made
+	/// (`crate::connection`'s reconnect loop). Empty: `endpoint` only.
+	pub fallback_endpoints: Vec<String>,
 	pub token: Option<String>,
 	pub namespace: String,
 	pub pool_name: String,

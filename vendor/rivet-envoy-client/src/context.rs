@@ -54,6 +54,9 @@ pub struct SharedContext {
 	/// `crate::stopped_here`), 0 if none: a leaving host stays connected
 	/// until the gateway has been quiet for a moment.
 	pub last_refused_ms: AtomicI64,
+	/// rivetkit-native patch: answers written on the connection that the
+	/// engine is not yet proven to have read (`crate::replay`).
+	pub response_replay: crate::replay::ResponseReplay,
 	// Latched signal fired by `envoy_loop` after its cleanup block completes.
 	// Waiters observing `true` are guaranteed that the loop has exited and
 	// every pending KV/SQLite request has been resolved (with `EnvoyShutdownError`

@@ -497,6 +497,7 @@ fn start_envoy_sync_inner(config: EnvoyConfig) -> EnvoyHandle {
 		lease_proof_ms: std::sync::atomic::AtomicI64::new(0),
 		connect_started_ms: std::sync::atomic::AtomicI64::new(0),
 		last_refused_ms: std::sync::atomic::AtomicI64::new(0),
+		response_replay: Default::default(),
 		stopped_tx,
 	});
 
@@ -575,6 +576,17 @@ async fn envoy_loop(
 						}
 						fail_sent_remote_sqlite_requests_with_indeterminate_result(&mut ctx);
 						fail_sent_sqlite_requests_with_indeterminate_result(&mut ctx);
+						// rivetkit-native patch: see `crate::kv::requeue_sent_kv_requests`.
+						crate::kv::requeue_sent_kv_requests(&mut ctx);
+						// rivetkit-native patch: see `crate::replay`.
+						let proven = ctx.shared.lease_proof_ms.load(Ordering::Acquire);
+						let unproven = ctx.shared.response_replay.unproven(session, proven);
+						if !unproven.is_empty() {
+							tracing::info!(count = unproven.len(), "answers the ended connection may not have delivered go out again on the next one");
+						}
+						for msg in unproven {
+							crate::tunnel::send_or_buffer_tunnel_message(&mut ctx, msg).await;
+						}
 						lost_timeout = handle_conn_close(&ctx, lost_timeout);
 						if evict {
 							observe_envoy_loop_iteration(branch, iter_start);

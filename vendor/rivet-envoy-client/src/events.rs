@@ -120,7 +120,7 @@ pub async fn resend_unacknowledged_events(ctx: &mut EnvoyContext) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
 	use std::collections::HashMap;
 	use std::sync::Arc;
 
@@ -197,12 +197,13 @@ mod tests {
 		}
 	}
 
-	fn new_envoy_context() -> (EnvoyContext, EnvoyHandle) {
+	pub(crate) fn new_envoy_context() -> (EnvoyContext, EnvoyHandle) {
 		let (envoy_tx, _envoy_rx) = mpsc::unbounded_channel();
 		let shared = Arc::new(SharedContext {
 			config: EnvoyConfig {
 				version: 1,
 				endpoint: "http://127.0.0.1:1".to_string(),
+				fallback_endpoints: Vec::new(),
 				token: None,
 				namespace: "test".to_string(),
 				pool_name: "test".to_string(),
@@ -230,7 +231,8 @@ mod tests {
 			last_ping_ts: std::sync::atomic::AtomicI64::new(0),
 			lease_proof_ms: std::sync::atomic::AtomicI64::new(0),
 			connect_started_ms: std::sync::atomic::AtomicI64::new(0),
-		last_refused_ms: std::sync::atomic::AtomicI64::new(0),
+			last_refused_ms: std::sync::atomic::AtomicI64::new(0),
+			response_replay: Default::default(),
 			stopped_tx: tokio::sync::watch::channel(true).0,
 		});
 		let handle = EnvoyHandle {
@@ -505,7 +507,9 @@ mod tests {
 	}
 
 	/// The error an answer carries: (x-rivet-error, body).
-	async fn answered_error(rx: &mut mpsc::UnboundedReceiver<WsTxMessage>) -> (String, serde_json::Value) {
+	async fn answered_error(
+		rx: &mut mpsc::UnboundedReceiver<WsTxMessage>,
+	) -> (String, serde_json::Value) {
 		let WsTxMessage::Send(bytes) = rx.recv().await.expect("an answer") else {
 			panic!("expected a frame");
 		};
@@ -518,7 +522,8 @@ mod tests {
 		else {
 			panic!("expected a response start");
 		};
-		let body = serde_json::from_slice(start.body.as_deref().expect("a body")).expect("json body");
+		let body =
+			serde_json::from_slice(start.body.as_deref().expect("a body")).expect("json body");
 		(start.headers["x-rivet-error"].clone(), body)
 	}
 
@@ -554,9 +559,16 @@ mod tests {
 		install_connection(&ctx.shared, tx).await;
 		// Put to sleep by this host: its task ended (the helper's handle is
 		// closed), the engine has not sent a stop, the entry is still here.
-		insert_actor(&mut ctx, "slept-here", 1, Arc::new(AsyncCounter::new()), false);
+		insert_actor(
+			&mut ctx,
+			"slept-here",
+			1,
+			Arc::new(AsyncCounter::new()),
+			false,
+		);
 
-		crate::tunnel::handle_tunnel_message(&mut ctx, 0, request_start("slept-here", Some(1))).await;
+		crate::tunnel::handle_tunnel_message(&mut ctx, 0, request_start("slept-here", Some(1)))
+			.await;
 		crate::tunnel::release_parked_requests(&mut ctx).await;
 		assert!(rx.try_recv().is_err(), "answered before the engine's stop");
 		assert_eq!(ctx.parked_requests.len(), 1);

@@ -181,7 +181,9 @@ impl EnvoyHandle {
 	/// the envoy loop ended first. The caller bounds the wait.
 	pub async fn withdraw(&self) -> bool {
 		let (tx, rx) = tokio::sync::oneshot::channel();
-		if crate::envoy::send_to_envoy_tx(&self.shared, ToEnvoyMessage::Withdraw { read_tx: tx }).is_err() {
+		if crate::envoy::send_to_envoy_tx(&self.shared, ToEnvoyMessage::Withdraw { read_tx: tx })
+			.is_err()
+		{
 			return false;
 		}
 		rx.await.is_ok()
@@ -195,14 +197,20 @@ impl EnvoyHandle {
 	/// host that leaves waits for this to reach 0 (bounded by the caller).
 	pub async fn awaiting_engine_stop_count(&self) -> Option<usize> {
 		let (tx, rx) = tokio::sync::oneshot::channel();
-		crate::envoy::send_to_envoy_tx(&self.shared, ToEnvoyMessage::AwaitingEngineStops { response_tx: tx }).ok()?;
+		crate::envoy::send_to_envoy_tx(
+			&self.shared,
+			ToEnvoyMessage::AwaitingEngineStops { response_tx: tx },
+		)
+		.ok()?;
 		rx.await.ok()
 	}
 
 	/// rivetkit-native patch: local epoch ms of the latest request refused
 	/// for a generation stopped here, 0 if none (`SharedContext::last_refused_ms`).
 	pub fn last_refused_request_ms(&self) -> i64 {
-		self.shared.last_refused_ms.load(std::sync::atomic::Ordering::Acquire)
+		self.shared
+			.last_refused_ms
+			.load(std::sync::atomic::Ordering::Acquire)
 	}
 
 	/// rivetkit-native patch: puts a generation to sleep without waiting for
@@ -216,7 +224,10 @@ impl EnvoyHandle {
 	pub fn sleep_and_stop_actor(&self, actor_id: String, generation: u32) {
 		let _ = crate::envoy::send_to_envoy_tx(
 			&self.shared,
-			ToEnvoyMessage::SleepAndStop { actor_id, generation },
+			ToEnvoyMessage::SleepAndStop {
+				actor_id,
+				generation,
+			},
 		);
 	}
 

@@ -125,15 +125,53 @@ pub async fn process_unsent_kv_requests(ctx: &mut EnvoyContext) {
 		return;
 	}
 
-	let unsent: Vec<u32> = ctx
+	let mut unsent: Vec<u32> = ctx
 		.kv_requests
 		.iter()
 		.filter(|(_, req)| !req.sent)
 		.map(|(id, _)| *id)
 		.collect();
+	// rivetkit-native patch: in the order they were made (the map has none),
+	// so that two writes of one key queued while disconnected keep theirs.
+	unsent.sort_unstable();
 
 	for request_id in unsent {
 		send_single_kv_request(ctx, request_id).await;
+	}
+}
+
+/// rivetkit-native patch: the connection ended with these requests sent and
+/// unanswered. The published crate left them waiting for an answer that can
+/// no longer come, until the 30 s cleanup: a state save in flight when an
+/// engine node died held its actor's answers (the output gate) that long.
+///
+/// Every KV operation is idempotent (a put or delete applied twice leaves
+/// what applying it once does), so a request whose outcome is unknown is
+/// sent again on the next connection, in its original order among the
+/// unsent ones. The lease's probes are the exception: one answered on the
+/// next connection would prove a pong the engine may never have read, so
+/// they are dropped (docs/deploy.md, "A node is lost").
+pub fn requeue_sent_kv_requests(ctx: &mut EnvoyContext) {
+	let mut probes = Vec::new();
+	for (request_id, request) in ctx.kv_requests.iter_mut() {
+		if !request.sent {
+			continue;
+		}
+		if request.actor_id == crate::lease::NO_ACTOR {
+			probes.push(*request_id);
+		} else {
+			request.sent = false;
+			request.timestamp = crate::time::Instant::now();
+		}
+	}
+	for request_id in probes {
+		if let Some(request) = ctx.kv_requests.remove(&request_id) {
+			METRICS.kv_requests_inflight.dec();
+			let _ = request.response_tx.send(Err(anyhow::anyhow!(
+				"connection closed before the probe was answered"
+			)));
+		}
+		crate::lease::forget(ctx, request_id);
 	}
 }
 
@@ -160,5 +198,77 @@ pub fn cleanup_old_kv_requests(ctx: &mut EnvoyContext) {
 				.response_tx
 				.send(Err(anyhow::anyhow!("KV request timed out")));
 		}
+	}
+}
+
+#[cfg(test)]
+mod tests {
+	use rivet_envoy_protocol as protocol;
+	use tokio::sync::{mpsc, oneshot};
+	use vbare::OwnedVersionedData;
+
+	use super::*;
+	use crate::connection::install_connection;
+	use crate::context::WsTxMessage;
+	use crate::events::tests::new_envoy_context;
+
+	fn put(key: u8) -> protocol::KvRequestData {
+		protocol::KvRequestData::KvPutRequest(protocol::KvPutRequest {
+			keys: vec![vec![key]],
+			values: vec![vec![key]],
+		})
+	}
+
+	async fn sent_request_id(rx: &mut mpsc::UnboundedReceiver<WsTxMessage>) -> (String, u32) {
+		let WsTxMessage::Send(bytes) = rx.recv().await.expect("a frame") else {
+			panic!("expected a frame");
+		};
+		match protocol::versioned::ToRivet::deserialize(&bytes, protocol::PROTOCOL_VERSION)
+			.expect("decode")
+		{
+			protocol::ToRivet::ToRivetKvRequest(r) => (r.actor_id, r.request_id),
+			_ => panic!("expected a KV request"),
+		}
+	}
+
+	/// rivetkit-native patch: a save in flight when an engine node died is
+	/// sent again on the next connection, in order; a lease probe is not.
+	#[tokio::test]
+	async fn requests_unanswered_at_a_close_are_sent_again_in_order_and_probes_are_dropped() {
+		let (mut ctx, _handle) = new_envoy_context();
+		let (tx, mut rx) = mpsc::unbounded_channel();
+		install_connection(&ctx.shared, tx).await;
+
+		let (first_tx, mut first_rx) = oneshot::channel();
+		handle_kv_request(&mut ctx, "actor".into(), put(1), None, first_tx).await;
+		crate::lease::probe(&mut ctx, 1).await;
+		let (second_tx, _second_rx) = oneshot::channel();
+		handle_kv_request(&mut ctx, "actor".into(), put(2), None, second_tx).await;
+		for _ in 0..3 {
+			sent_request_id(&mut rx).await;
+		}
+
+		// The connection ends: nothing may wait for its answers any more.
+		crate::connection::remove_connection_for_session(
+			&ctx.shared,
+			ctx.shared
+				.connection_session
+				.load(std::sync::atomic::Ordering::Acquire),
+		)
+		.await;
+		requeue_sent_kv_requests(&mut ctx);
+		assert_eq!(ctx.kv_requests.len(), 2, "the probe is gone");
+		assert!(ctx.kv_requests.values().all(|r| !r.sent));
+		assert!(
+			first_rx.try_recv().is_err(),
+			"the save still waits for its answer"
+		);
+
+		let (tx, mut rx) = mpsc::unbounded_channel();
+		install_connection(&ctx.shared, tx).await;
+		process_unsent_kv_requests(&mut ctx).await;
+		assert_eq!(sent_request_id(&mut rx).await, ("actor".to_owned(), 0));
+		assert_eq!(sent_request_id(&mut rx).await, ("actor".to_owned(), 2));
+		assert!(rx.try_recv().is_err());
 	}
 }

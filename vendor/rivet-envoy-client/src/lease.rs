@@ -37,7 +37,7 @@ const MAX_OUTSTANDING: usize = 8;
 /// it with an error at once, without touching storage, on a KV queue of its
 /// own (the engine keeps one per actor id): a probe never waits behind an
 /// actor's writes. Any answer proves the order.
-const NO_ACTOR: &str = "lease-probe";
+pub const NO_ACTOR: &str = "lease-probe";
 
 #[derive(Default)]
 pub struct Lease {
@@ -76,7 +76,12 @@ async fn send_probe(ctx: &mut EnvoyContext) -> u32 {
 /// A KV answer from the engine for `request_id` arrived: if it was a
 /// probe, the pong before it is proven.
 pub fn answered(ctx: &mut EnvoyContext, request_id: u32) {
-	if let Some(at) = ctx.lease.read_waiters.iter().position(|(id, _)| *id == request_id) {
+	if let Some(at) = ctx
+		.lease
+		.read_waiters
+		.iter()
+		.position(|(id, _)| *id == request_id)
+	{
 		let (_, read_tx) = ctx.lease.read_waiters.remove(at);
 		let _ = read_tx.send(());
 	}
@@ -92,6 +97,13 @@ pub fn answered(ctx: &mut EnvoyContext, request_id: u32) {
 	// Probes before it proved older pongs; they are no longer needed.
 	ctx.lease.outstanding.drain(..=at);
 	prove(ctx, pong_sent_ms);
+}
+
+/// A probe that can no longer be answered (its connection ended): it
+/// proves nothing, and whoever waited on it hears no.
+pub fn forget(ctx: &mut EnvoyContext, request_id: u32) {
+	ctx.lease.outstanding.retain(|(id, _)| *id != request_id);
+	ctx.lease.read_waiters.retain(|(id, _)| *id != request_id);
 }
 
 /// The engine has seen this envoy alive at `ms` or later.

@@ -11,9 +11,10 @@ pub mod handle;
 pub mod http;
 pub mod kv;
 pub mod latency_channel;
-pub mod metrics;
-pub mod sqlite;
 pub mod lease;
+pub mod metrics;
+pub mod replay;
+pub mod sqlite;
 pub mod stopped_here;
 pub mod stringify;
 pub(crate) mod time {

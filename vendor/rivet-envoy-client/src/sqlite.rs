@@ -658,6 +658,7 @@ mod tests {
 			config: EnvoyConfig {
 				version: 1,
 				endpoint: "http://127.0.0.1:1".to_string(),
+				fallback_endpoints: Vec::new(),
 				token: None,
 				namespace: "test".to_string(),
 				pool_name: "test".to_string(),
@@ -685,7 +686,8 @@ mod tests {
 			last_ping_ts: std::sync::atomic::AtomicI64::new(0),
 			lease_proof_ms: std::sync::atomic::AtomicI64::new(0),
 			connect_started_ms: std::sync::atomic::AtomicI64::new(0),
-		last_refused_ms: std::sync::atomic::AtomicI64::new(0),
+			last_refused_ms: std::sync::atomic::AtomicI64::new(0),
+			response_replay: Default::default(),
 			stopped_tx: tokio::sync::watch::channel(true).0,
 		});
 

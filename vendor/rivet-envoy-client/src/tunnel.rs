@@ -450,9 +450,10 @@ async fn handle_request_start(
 		}
 		if stopped_recently {
 			// rivetkit-native patch: see `SharedContext::last_refused_ms`.
-			ctx.shared
-				.last_refused_ms
-				.store(crate::time::now_millis(), std::sync::atomic::Ordering::Release);
+			ctx.shared.last_refused_ms.store(
+				crate::time::now_millis(),
+				std::sync::atomic::Ordering::Release,
+			);
 			let session = response_stream.then_some(connection_session);
 			if ctx.awaiting_engine_stop(&actor_id, actor_generation)
 				&& ctx.parked_requests.len() < crate::stopped_here::MAX_PARKED
@@ -479,7 +480,8 @@ async fn handle_request_start(
 			.await;
 			return;
 		}
-		let generation_mismatch = actor_generation.is_some() && ctx.get_actor(&actor_id, None).is_some();
+		let generation_mismatch =
+			actor_generation.is_some() && ctx.get_actor(&actor_id, None).is_some();
 		let (error_code, message) = if generation_mismatch {
 			tracing::warn!(
 				actor_id = %actor_id,
@@ -903,7 +905,9 @@ pub async fn release_parked_requests(ctx: &mut EnvoyContext) {
 			request.session,
 			request.gateway_id,
 			request.request_id,
-			request.generation.map(|generation| (request.actor_id.as_str(), generation)),
+			request
+				.generation
+				.map(|generation| (request.actor_id.as_str(), generation)),
 		)
 		.await;
 	}

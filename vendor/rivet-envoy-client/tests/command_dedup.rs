@@ -82,6 +82,7 @@ fn new_envoy_context() -> EnvoyContext {
 		config: EnvoyConfig {
 			version: 1,
 			endpoint: "http://127.0.0.1:1".to_string(),
+			fallback_endpoints: Vec::new(),
 			token: None,
 			namespace: "test".to_string(),
 			pool_name: "test".to_string(),
@@ -107,6 +108,10 @@ fn new_envoy_context() -> EnvoyContext {
 		protocol_metadata: Arc::new(tokio::sync::Mutex::new(None)),
 		shutting_down: std::sync::atomic::AtomicBool::new(false),
 		last_ping_ts: std::sync::atomic::AtomicI64::new(0),
+		lease_proof_ms: std::sync::atomic::AtomicI64::new(0),
+		connect_started_ms: std::sync::atomic::AtomicI64::new(0),
+		last_refused_ms: std::sync::atomic::AtomicI64::new(0),
+		response_replay: Default::default(),
 		stopped_tx: tokio::sync::watch::channel(true).0,
 	});
 	EnvoyContext {
@@ -127,6 +132,10 @@ fn new_envoy_context() -> EnvoyContext {
 		http_request_cancellations: HashMap::new(),
 		buffered_messages: Vec::new(),
 		processed_command_idx: HashMap::new(),
+		stopped_here: Default::default(),
+		lease: Default::default(),
+		withdrawn: false,
+		parked_requests: Vec::new(),
 	}
 }
 
@@ -571,8 +580,9 @@ async fn queued_kv_write_is_dropped_once_its_generation_is_lost() {
 }
 
 /// The engine declares actors lost `envoy_lost_threshold` after its last ping refresh. The envoy
-/// gives up a safety margin earlier, measured from the last ping it received, so its actors stop
-/// before the engine can start them elsewhere.
+/// gives up a safety margin earlier, measured (rivetkit-native patch, `crate::lease`) from the
+/// newest pong the engine is proven to have read, so its actors stop before the engine can start
+/// them elsewhere.
 #[tokio::test]
 async fn engine_ping_silence_expires_before_the_engine_lost_threshold() {
 	let ctx = new_envoy_context();
@@ -589,7 +599,7 @@ async fn engine_ping_silence_expires_before_the_engine_lost_threshold() {
 	});
 	let last_ping_ts = 1_700_000_000_000;
 	ctx.shared
-		.last_ping_ts
+		.lease_proof_ms
 		.store(last_ping_ts, std::sync::atomic::Ordering::Release);
 
 	let deadline = engine_ping_silence_deadline_ms(&ctx).expect("deadline after a ping");

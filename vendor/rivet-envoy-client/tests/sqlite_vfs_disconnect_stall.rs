@@ -108,6 +108,7 @@ fn new_envoy_context() -> EnvoyContext {
 		config: EnvoyConfig {
 			version: 1,
 			endpoint: "http://127.0.0.1:1".to_string(),
+			fallback_endpoints: Vec::new(),
 			token: None,
 			namespace: "test".to_string(),
 			pool_name: "test".to_string(),
@@ -133,6 +134,10 @@ fn new_envoy_context() -> EnvoyContext {
 		protocol_metadata: Arc::new(tokio::sync::Mutex::new(None)),
 		shutting_down: std::sync::atomic::AtomicBool::new(false),
 		last_ping_ts: std::sync::atomic::AtomicI64::new(0),
+		lease_proof_ms: std::sync::atomic::AtomicI64::new(0),
+		connect_started_ms: std::sync::atomic::AtomicI64::new(0),
+		last_refused_ms: std::sync::atomic::AtomicI64::new(0),
+		response_replay: Default::default(),
 		stopped_tx: tokio::sync::watch::channel(true).0,
 	});
 	EnvoyContext {
@@ -153,6 +158,10 @@ fn new_envoy_context() -> EnvoyContext {
 		http_request_cancellations: HashMap::new(),
 		buffered_messages: Vec::new(),
 		processed_command_idx: HashMap::new(),
+		stopped_here: Default::default(),
+		lease: Default::default(),
+		withdrawn: false,
+		parked_requests: Vec::new(),
 	}
 }
 

@@ -77,6 +77,7 @@ fn build_shared(stopped: bool) -> Arc<SharedContext> {
 		config: EnvoyConfig {
 			version: 1,
 			endpoint: "http://127.0.0.1:1".to_string(),
+			fallback_endpoints: Vec::new(),
 			token: None,
 			namespace: "test".to_string(),
 			pool_name: "test".to_string(),
@@ -102,6 +103,10 @@ fn build_shared(stopped: bool) -> Arc<SharedContext> {
 		protocol_metadata: Arc::new(tokio::sync::Mutex::new(None)),
 		shutting_down: std::sync::atomic::AtomicBool::new(false),
 		last_ping_ts: std::sync::atomic::AtomicI64::new(0),
+		lease_proof_ms: std::sync::atomic::AtomicI64::new(0),
+		connect_started_ms: std::sync::atomic::AtomicI64::new(0),
+		last_refused_ms: std::sync::atomic::AtomicI64::new(0),
+		response_replay: Default::default(),
 		stopped_tx: tokio::sync::watch::channel(stopped).0,
 	})
 }

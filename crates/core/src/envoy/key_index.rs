@@ -1,7 +1,9 @@
 //! The engine's key index, asked over its HTTP API: `GET /actors` by name
-//! and key (invariant I13, docs/generations.md).
+//! and key (invariant I13, docs/generations.md). With several engine nodes
+//! (docs/deploy.md) a node that cannot answer is skipped for the next one,
+//! and the one that answered is asked first next time.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use anyhow::{bail, Context};
@@ -18,7 +20,10 @@ const ASK_TIMEOUT: Duration = Duration::from_secs(3);
 /// Where and as whom to ask.
 #[derive(Debug)]
 pub struct KeyIndex {
-    endpoint: Url,
+    /// Every engine node's API, in the configured order.
+    endpoints: Vec<Url>,
+    /// The node that answered last.
+    current: AtomicUsize,
     namespace: String,
     token: Option<String>,
     /// The engine refused our token for this once (401/403): later starts
@@ -40,14 +45,25 @@ struct ListedActor {
 }
 
 impl KeyIndex {
-    /// `None` for an endpoint the built-in client cannot reach (`https`).
-    pub fn new(endpoint: &str, namespace: &str, token: Option<&str>) -> Option<Self> {
-        let mut endpoint = Url::parse(endpoint).ok().filter(|u| u.scheme() == "http")?;
-        if !endpoint.path().ends_with('/') {
-            endpoint.set_path(&format!("{}/", endpoint.path()));
+    /// `None` when the built-in client can reach none of the endpoints
+    /// (it speaks only `http`); the others are left out.
+    pub fn new(endpoints: &[&str], namespace: &str, token: Option<&str>) -> Option<Self> {
+        let endpoints: Vec<Url> = endpoints
+            .iter()
+            .filter_map(|e| Url::parse(e).ok().filter(|u| u.scheme() == "http"))
+            .map(|mut endpoint| {
+                if !endpoint.path().ends_with('/') {
+                    endpoint.set_path(&format!("{}/", endpoint.path()));
+                }
+                endpoint
+            })
+            .collect();
+        if endpoints.is_empty() {
+            return None;
         }
         Some(Self {
-            endpoint,
+            endpoints,
+            current: AtomicUsize::new(0),
             namespace: namespace.to_owned(),
             token: token.map(str::to_owned),
             refused: AtomicBool::new(false),
@@ -60,7 +76,25 @@ impl KeyIndex {
         if self.refused.load(Ordering::Relaxed) {
             return Ok(KeyOwner::Unknown);
         }
-        let mut url = self.endpoint.join("actors").context("build the actors URL")?;
+        let first = self.current.load(Ordering::Relaxed);
+        let mut last_error = None;
+        for step in 0..self.endpoints.len() {
+            let at = (first + step) % self.endpoints.len();
+            match self.ask(&self.endpoints[at], actor_id, name, key).await {
+                Ok(owner) => {
+                    self.current.store(at, Ordering::Relaxed);
+                    return Ok(owner);
+                }
+                // A refusal is the cluster's answer, not one node's.
+                Err(error) if self.refused.load(Ordering::Relaxed) => return Err(error),
+                Err(error) => last_error = Some(error),
+            }
+        }
+        Err(last_error.unwrap_or_else(|| anyhow::anyhow!("no engine node to ask")))
+    }
+
+    async fn ask(&self, endpoint: &Url, actor_id: &str, name: &str, key: &str) -> anyhow::Result<KeyOwner> {
+        let mut url = endpoint.join("actors").context("build the actors URL")?;
         url.query_pairs_mut()
             .append_pair("namespace", &self.namespace)
             .append_pair("name", name)
@@ -95,7 +129,7 @@ mod tests {
 
     async fn owner_for(answer: &'static str, status: u16, actor_id: &str) -> (anyhow::Result<KeyOwner>, String) {
         let server = FakeServer::start(move |_, _| json_response(status, answer)).await;
-        let index = KeyIndex::new(&server.url, "ns", Some("tok")).expect("http endpoint");
+        let index = KeyIndex::new(&[server.url.as_str()], "ns", Some("tok")).expect("http endpoint");
         let owner = index.owner(actor_id, "counter", "a/b").await;
         let request = server.requests().pop().expect("one request");
         assert_eq!(request.header("authorization").as_deref(), Some("Bearer tok"));
@@ -121,7 +155,7 @@ mod tests {
     #[tokio::test]
     async fn a_refused_token_is_an_error_once_then_the_index_is_not_asked_again() {
         let server = FakeServer::start(|_, _| json_response(403, r#"{"group":"auth","code":"forbidden"}"#)).await;
-        let index = KeyIndex::new(&server.url, "ns", None).unwrap();
+        let index = KeyIndex::new(&[server.url.as_str()], "ns", None).unwrap();
         let first = index.owner("me", "counter", "k").await;
         assert!(format!("{:#}", first.unwrap_err()).contains("403"));
         assert_eq!(index.owner("me", "counter", "k").await.unwrap(), KeyOwner::Unknown);
@@ -131,7 +165,7 @@ mod tests {
     #[tokio::test]
     async fn a_server_error_is_an_error_and_the_next_start_asks_again() {
         let server = FakeServer::start(|_, _| json_response(500, r#"{"group":"core","code":"internal_error"}"#)).await;
-        let index = KeyIndex::new(&server.url, "ns", None).unwrap();
+        let index = KeyIndex::new(&[server.url.as_str()], "ns", None).unwrap();
         assert!(index.owner("me", "counter", "k").await.is_err());
         assert!(index.owner("me", "counter", "k").await.is_err());
         assert_eq!(server.requests().len(), 2);
@@ -139,8 +173,21 @@ mod tests {
 
     #[test]
     fn https_and_path_endpoints() {
-        assert!(KeyIndex::new("https://engine.example", "ns", None).is_none());
-        let index = KeyIndex::new("http://host:1/api", "ns", None).unwrap();
-        assert_eq!(index.endpoint.join("actors").unwrap().as_str(), "http://host:1/api/actors");
+        assert!(KeyIndex::new(&["https://engine.example"], "ns", None).is_none());
+        let index = KeyIndex::new(&["http://host:1/api"], "ns", None).unwrap();
+        assert_eq!(index.endpoints[0].join("actors").unwrap().as_str(), "http://host:1/api/actors");
+        let index = KeyIndex::new(&["https://a.example", "http://b:2"], "ns", None).unwrap();
+        assert_eq!(index.endpoints.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_node_that_cannot_answer_is_skipped_and_the_one_that_did_is_asked_first() {
+        let server = FakeServer::start(move |_, _| json_response(200, r#"{"actors":[]}"#)).await;
+        // Port 1 on loopback: nothing listens there, the connect is refused.
+        let index = KeyIndex::new(&["http://127.0.0.1:1", server.url.as_str()], "ns", None).unwrap();
+        assert!(matches!(index.owner("me", "counter", "k").await, Ok(KeyOwner::Pending)));
+        assert!(matches!(index.owner("me", "counter", "k").await, Ok(KeyOwner::Pending)));
+        assert_eq!(server.requests().len(), 2);
+        assert_eq!(index.current.load(Ordering::Relaxed), 1);
     }
 }

@@ -10,7 +10,9 @@
 //!
 //! Our own additions (not in the reference): `drain_cap`,
 //! `engine_start_timeout` and `envoy_connect_timeout`, each with a
-//! `RIVETKIT_*_MS` variable. Unlike the reference's lenient numbers, a typo in
+//! `RIVETKIT_*_MS` variable, and more engine nodes to fail over to
+//! (`fallback_endpoints`: a comma-separated `RIVET_ENDPOINT` or
+//! `RIVETKIT_ENGINE_ENDPOINTS`, docs/deploy.md). Unlike the reference's lenient numbers, a typo in
 //! one of *our* variables is an error: silently ignoring a timeout is worse.
 //!
 //! The napi layer builds `ServeConfig` from a JS object instead of calling
@@ -62,6 +64,9 @@ impl EngineSpawnMode {
 pub struct ServeConfig {
     pub version: u32,
     pub endpoint: String,
+    /// More nodes of the same engine cluster, tried in turn when the
+    /// connection to the current one ends (docs/deploy.md).
+    pub fallback_endpoints: Vec<String>,
     pub token: Option<String>,
     pub namespace: String,
     pub pool_name: String,
@@ -97,6 +102,7 @@ impl Default for ServeConfig {
         Self {
             version: 1,
             endpoint: default_endpoint("127.0.0.1", DEFAULT_ENGINE_PORT),
+            fallback_endpoints: Vec::new(),
             token: Some("default".to_owned()),
             namespace: "default".to_owned(),
             pool_name: "rivetkit-rust".to_owned(),
@@ -118,6 +124,7 @@ impl fmt::Debug for ServeConfig {
         f.debug_struct("ServeConfig")
             .field("version", &self.version)
             .field("endpoint", &self.endpoint)
+            .field("fallback_endpoints", &self.fallback_endpoints)
             .field("token", &self.token.as_ref().map(|_| "<redacted>"))
             .field("namespace", &self.namespace)
             .field("pool_name", &self.pool_name)
@@ -151,8 +158,18 @@ impl ServeConfig {
         let engine_port = var("RIVET_RUN_ENGINE_PORT").and_then(|v| v.parse::<u16>().ok());
 
         // Only an explicit endpoint is auth-parsed; the built default is verbatim.
-        let parsed = match var("RIVET_ENDPOINT") {
-            Some(raw) => parse_endpoint(&raw)?,
+        // A list names the nodes of one cluster: credentials go on the first.
+        let raw_endpoint = var("RIVET_ENDPOINT");
+        let listed = raw_endpoint.as_deref().map(split_list).unwrap_or_default();
+        let mut fallback_endpoints = Vec::new();
+        for raw in listed.iter().skip(1) {
+            fallback_endpoints.push(parse_fallback("RIVET_ENDPOINT", raw)?);
+        }
+        for raw in var(ENDPOINTS_VAR).as_deref().map(split_list).unwrap_or_default() {
+            fallback_endpoints.push(parse_fallback(ENDPOINTS_VAR, &raw)?);
+        }
+        let parsed = match raw_endpoint {
+            Some(raw) => parse_endpoint(listed.first().unwrap_or(&raw))?,
             None => ParsedEndpoint {
                 endpoint: default_endpoint(
                     engine_host.as_deref().unwrap_or("127.0.0.1"),
@@ -180,6 +197,7 @@ impl ServeConfig {
         let defaults = Self::default();
         Ok(Self {
             version: var("RIVET_ENVOY_VERSION").and_then(|v| v.parse().ok()).unwrap_or(defaults.version),
+            fallback_endpoints: dedup(&parsed.endpoint, fallback_endpoints),
             endpoint: parsed.endpoint,
             token: Some(parsed.token.or(env_token).unwrap_or_else(|| "default".to_owned())),
             namespace: parsed.namespace.or(env_namespace).unwrap_or_else(|| "default".to_owned()),
@@ -196,6 +214,63 @@ impl ServeConfig {
             serverless_package_version: defaults.serverless_package_version,
         })
     }
+}
+
+/// More engine nodes, appended to `RIVET_ENDPOINT`'s: for a RivetKit app,
+/// whose own configuration takes `RIVET_ENDPOINT` as one URL.
+pub const ENDPOINTS_VAR: &str = "RIVETKIT_ENGINE_ENDPOINTS";
+
+impl ServeConfig {
+    /// Sets the endpoint from one URL or a comma-separated list of the
+    /// nodes of one cluster (the JS `endpoint` field); the environment's
+    /// extra nodes stay after the listed ones.
+    pub fn set_endpoints(&mut self, list: &str) -> anyhow::Result<()> {
+        let mut listed = split_list(list).into_iter();
+        let Some(first) = listed.next() else {
+            return Err(invalid("endpoint", "no endpoint given"));
+        };
+        let mut fallbacks = Vec::new();
+        for raw in listed {
+            fallbacks.push(parse_fallback("endpoint", &raw)?);
+        }
+        fallbacks.append(&mut self.fallback_endpoints);
+        self.fallback_endpoints = dedup(&first, fallbacks);
+        self.endpoint = first;
+        Ok(())
+    }
+
+    /// Every engine node, the primary first.
+    pub fn endpoints(&self) -> Vec<&str> {
+        std::iter::once(self.endpoint.as_str()).chain(self.fallback_endpoints.iter().map(String::as_str)).collect()
+    }
+}
+
+fn split_list(raw: &str) -> Vec<String> {
+    raw.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect()
+}
+
+fn dedup(primary: &str, list: Vec<String>) -> Vec<String> {
+    let same = |a: &str, b: &str| a.trim_end_matches('/') == b.trim_end_matches('/');
+    let mut out: Vec<String> = Vec::new();
+    for endpoint in list {
+        if !same(&endpoint, primary) && !out.iter().any(|o| same(o, &endpoint)) {
+            out.push(endpoint);
+        }
+    }
+    out
+}
+
+/// A further node: an `http(s)` URL without credentials (they are given
+/// once, on the first endpoint or as `RIVET_TOKEN`).
+fn parse_fallback(variable: &str, raw: &str) -> anyhow::Result<String> {
+    let parsed = parse_endpoint(raw).map_err(|_| invalid(variable, "every listed endpoint must be an http(s) URL"))?;
+    if parsed.namespace.is_some() {
+        return Err(invalid(variable, "credentials go on the first endpoint only"));
+    }
+    if !parsed.endpoint.starts_with("http://") && !parsed.endpoint.starts_with("https://") {
+        return Err(invalid(variable, "every listed endpoint must be an http(s) URL"));
+    }
+    Ok(parsed.endpoint)
 }
 
 /// `Always`/`Never` win; `Auto` manages loopback endpoints only.
@@ -500,5 +575,39 @@ mod tests {
     fn debug_redacts_token() {
         let c = ServeConfig { token: Some("sk_secret".into()), ..ServeConfig::default() };
         assert!(!format!("{c:?}").contains("sk_secret"));
+    }
+
+    #[test]
+    fn an_endpoint_list_names_the_nodes_of_one_cluster() {
+        let c = ServeConfig::from_vars(vars(&[
+            ("RIVET_ENDPOINT", "http://ns:tok@a:6420, http://b:6420"),
+            (ENDPOINTS_VAR, "http://c:6420,http://b:6420/"),
+        ]))
+        .unwrap();
+        assert_eq!(c.endpoint, "http://a:6420/");
+        assert_eq!(c.namespace, "ns");
+        assert_eq!(c.token.as_deref(), Some("tok"));
+        assert_eq!(c.fallback_endpoints, ["http://b:6420/", "http://c:6420/"]);
+        assert_eq!(c.endpoints(), ["http://a:6420/", "http://b:6420/", "http://c:6420/"]);
+        // The JS field replaces the primary; the environment's extras stay after its list.
+        let mut c = ServeConfig::from_vars(vars(&[(ENDPOINTS_VAR, "http://c:1")])).unwrap();
+        c.set_endpoints("http://a:1,http://b:1").unwrap();
+        assert_eq!(c.endpoints(), ["http://a:1", "http://b:1/", "http://c:1/"]);
+        c.set_endpoints("http://solo:1").unwrap();
+        assert_eq!(c.endpoint, "http://solo:1");
+    }
+
+    #[test]
+    fn a_listed_node_is_a_plain_url() {
+        for (name, value) in [
+            ("RIVET_ENDPOINT", "http://a:1,http://ns:tok@b:1"),
+            ("RIVET_ENDPOINT", "http://a:1,not a url"),
+            (ENDPOINTS_VAR, "ftp://b:1"),
+        ] {
+            let err = ServeConfig::from_vars(vars(&[(name, value)])).unwrap_err();
+            assert_eq!(code(&err), "config.invalid", "{name}={value}");
+            assert!(!format!("{err:#}").contains("tok"), "{err:#}");
+        }
+        assert_eq!(code(&ServeConfig::default().set_endpoints(" , ").unwrap_err()), "config.invalid");
     }
 }

@@ -15,7 +15,7 @@ use rivet_envoy_client::envoy::start_envoy_sync;
 use rivet_envoy_client::handle::EnvoyHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::config::{is_local_endpoint, should_manage_engine};
+use super::config::{is_local_endpoint, should_manage_engine, EngineSpawnMode};
 use super::{CoreRegistry, ServeConfig};
 use crate::dispatcher::Dispatcher;
 use crate::engine;
@@ -68,7 +68,12 @@ impl CoreRegistry {
         // to stop it.
         let left_running = LeftRunning::default();
         let setup = async {
-            if should_manage_engine(&config.endpoint, config.engine_spawn)? {
+            // A list of nodes is a cluster someone else runs: never spawned.
+            let manage = match config.engine_spawn {
+                EngineSpawnMode::Auto if !config.fallback_endpoints.is_empty() => false,
+                mode => should_manage_engine(&config.endpoint, mode)?,
+            };
+            if manage {
                 match engine::ensure_engine(&config.engine_options()).await? {
                     engine::EngineStatus::Reused => {
                         tracing::info!(endpoint = %config.endpoint, "using the Rivet Engine already running")
@@ -79,7 +84,7 @@ impl CoreRegistry {
                     }
                 }
             }
-            if is_local_endpoint(&config.endpoint) {
+            if is_local_endpoint(&config.endpoint) && config.fallback_endpoints.is_empty() {
                 engine::ensure_runner_config_with(&config.engine_options(), runner_config_policy(&config)).await?;
             }
             connect_envoy(&config, &dispatcher, metadata).await
@@ -141,7 +146,7 @@ fn runner_config_policy(config: &ServeConfig) -> engine::RetryPolicy {
 /// The engine's key index for the new-actor check (I13, docs/generations.md);
 /// the log says once when the check is off.
 fn key_index(config: &ServeConfig) -> Option<KeyIndex> {
-    let index = KeyIndex::new(&config.endpoint, &config.namespace, config.token.as_deref());
+    let index = KeyIndex::new(&config.endpoints(), &config.namespace, config.token.as_deref());
     if index.is_none() {
         tracing::info!(
             endpoint = %config.endpoint,
@@ -161,6 +166,7 @@ pub(crate) async fn connect_envoy(
     let envoy = start_envoy_sync(EnvoyConfig {
         version: config.version,
         endpoint: config.endpoint.clone(),
+        fallback_endpoints: config.fallback_endpoints.clone(),
         token: config.token.clone(),
         namespace: config.namespace.clone(),
         pool_name: config.pool_name.clone(),

@@ -97,10 +97,7 @@ impl HttpTunnelSender {
 			message_kind,
 		});
 		let failed = match self.connection_session {
-			Some(session) => !matches!(
-				crate::connection::ws_send_http_for_session(&self.shared, message, session).await,
-				crate::connection::WsSendResult::Sent { .. }
-			),
+			Some(session) => self.send_on_session(message, session).await,
 			None => ws_send(&self.shared, message).await,
 		};
 		if !failed {
@@ -114,6 +111,40 @@ impl HttpTunnelSender {
 			self.queue_transport_abort().await;
 		}
 		failed
+	}
+
+	/// Sends `message` on the session its request came in on; whether that
+	/// failed. rivetkit-native patch (`crate::replay`): an answer complete in
+	/// one frame is kept until the engine is proven to have read it, and one
+	/// whose session has ended goes out on the current connection instead of
+	/// aborting the request: the gateway reads answers from the engine's
+	/// pub/sub, whichever node relays them.
+	async fn send_on_session(&self, message: protocol::ToRivet, session: u64) -> bool {
+		let replay = match &message {
+			protocol::ToRivet::ToRivetTunnelMessage(m) if crate::replay::replayable(m) => {
+				Some(m.clone())
+			}
+			_ => None,
+		};
+		match crate::connection::ws_send_http_for_session(&self.shared, message, session).await {
+			crate::connection::WsSendResult::Sent { .. } => {
+				if let Some(m) = replay {
+					let proven = self.shared.lease_proof_ms.load(Ordering::Acquire);
+					self.shared
+						.response_replay
+						.kept(session, crate::time::now_millis(), proven, m);
+				}
+				false
+			}
+			_ => match replay {
+				Some(msg) => crate::envoy::send_to_envoy_tx(
+					&self.shared,
+					crate::envoy::ToEnvoyMessage::SendOrBufferTunnelMsg { msg },
+				)
+				.is_err(),
+				None => true,
+			},
+		}
 	}
 
 	async fn queue_terminal(&self, message_kind: protocol::ToRivetTunnelMessageKind) {

@@ -353,14 +353,28 @@ fn to_rivet_kind(message: &protocol::ToRivet) -> &'static str {
 	}
 }
 
+/// rivetkit-native patch: the engine nodes this envoy may connect to, the
+/// configured endpoint first.
 #[cfg(any(
 	feature = "native-transport",
 	all(feature = "wasm-transport", target_arch = "wasm32")
 ))]
-fn ws_url(shared: &SharedContext) -> String {
-	let ws_endpoint = shared
-		.config
-		.endpoint
+fn endpoints(shared: &SharedContext) -> Vec<&str> {
+	let mut all = vec![shared.config.endpoint.as_str()];
+	for endpoint in &shared.config.fallback_endpoints {
+		if !all.contains(&endpoint.as_str()) {
+			all.push(endpoint.as_str());
+		}
+	}
+	all
+}
+
+#[cfg(any(
+	feature = "native-transport",
+	all(feature = "wasm-transport", target_arch = "wasm32")
+))]
+fn ws_url(shared: &SharedContext, endpoint: &str) -> String {
+	let ws_endpoint = endpoint
 		.replace("http://", "ws://")
 		.replace("https://", "wss://");
 	let base_url = ws_endpoint.trim_end_matches('/');

@@ -29,8 +29,21 @@ fn websocket_config() -> tungstenite::protocol::WebSocketConfig {
 		.max_frame_size(None)
 }
 
+/// rivetkit-native patch: with more than one engine node, the next node is
+/// tried this soon after a connection ends or fails; the back-off applies
+/// once every node has been tried (docs/deploy.md, "A node is lost").
+const FAILOVER_DELAY_MS: u64 = 100;
+
 async fn connection_loop(shared: Arc<SharedContext>) {
 	let mut attempt = 0u32;
+	let endpoints: Vec<String> = super::endpoints(&shared)
+		.into_iter()
+		.map(str::to_owned)
+		.collect();
+	// rivetkit-native patch: which node is used now, and how many in a row
+	// have been tried since one last held a connection for a while.
+	let mut current = 0usize;
+	let mut tried = 0usize;
 
 	loop {
 		if shared.shutting_down.load(Ordering::Acquire) {
@@ -40,7 +53,7 @@ async fn connection_loop(shared: Arc<SharedContext>) {
 
 		let connected_at = std::time::Instant::now();
 
-		match single_connection(&shared).await {
+		match single_connection(&shared, &endpoints[current]).await {
 			Ok((session, close_reason)) => {
 				if let Some(reason) = &close_reason {
 					if reason.group == "ws" && reason.error == "eviction" {
@@ -82,18 +95,44 @@ async fn connection_loop(shared: Arc<SharedContext>) {
 		if connected_at.elapsed().as_millis() >= STABLE_CONNECTION_MS as u128 {
 			attempt = 0;
 		}
+		// A connection that lasted past a reconnect delay counts as a node
+		// that worked: the next failure starts a fresh round of nodes.
+		if connected_at.elapsed() >= calculate_backoff(0, &no_jitter()) {
+			tried = 0;
+		}
 
 		if shared.shutting_down.load(Ordering::Acquire) {
 			tracing::debug!("skipping reconnect because envoy is shutting down");
 			return;
 		}
 
+		tried += 1;
+		if endpoints.len() > 1 && tried < endpoints.len() {
+			current = (current + 1) % endpoints.len();
+			tracing::warn!(endpoint = %endpoints[current], "engine node lost: reconnecting to another one");
+			tokio::time::sleep(std::time::Duration::from_millis(FAILOVER_DELAY_MS)).await;
+			continue;
+		}
+		tried = 0;
+		current = (current + 1) % endpoints.len();
+
 		let delay = calculate_backoff(attempt, &BackoffOptions::default());
-		tracing::info!(attempt, delay_ms = delay.as_millis() as u64, "reconnecting");
+		tracing::info!(attempt, delay_ms = delay.as_millis() as u64, endpoint = %endpoints[current], "reconnecting");
 		tokio::time::sleep(delay).await;
 		attempt += 1;
 	}
 }
+
+fn no_jitter() -> BackoffOptions {
+	BackoffOptions {
+		jitter: false,
+		..BackoffOptions::default()
+	}
+}
+
+/// rivetkit-native patch: the engine pings every envoy every few seconds;
+/// this much silence means the node is gone (docs/deploy.md).
+const READ_IDLE: std::time::Duration = std::time::Duration::from_secs(8);
 
 /// rivetkit-native patch: how long the reader waits for the engine's close
 /// after ours was written.
@@ -101,12 +140,13 @@ const CLOSE_REPLY_WAIT: std::time::Duration = std::time::Duration::from_secs(10)
 
 async fn single_connection(
 	shared: &Arc<SharedContext>,
+	endpoint: &str,
 ) -> anyhow::Result<(u64, Option<crate::utils::ParsedCloseReason>)> {
 	// rivetkit-native patch: see `crate::lease`.
 	shared
 		.connect_started_ms
 		.store(crate::time::now_millis(), Ordering::Release);
-	let url = super::ws_url(shared);
+	let url = super::ws_url(shared, endpoint);
 	let protocols = {
 		let mut p = vec!["rivet".to_string()];
 		if let Some(token) = &shared.config.token {
@@ -153,7 +193,7 @@ async fn single_connection(
 		super::install_connection_with_http(shared, ws_tx, http_ws_tx, http_byte_budget).await;
 
 	tracing::info!(
-		endpoint = %shared.config.endpoint,
+		endpoint = %endpoint,
 		namespace = %shared.config.namespace,
 		envoy_key = %shared.envoy_key,
 		has_token = shared.config.token.is_some(),
@@ -196,13 +236,18 @@ async fn single_connection(
 					legacy |= matches!(msg, EitherWrite::Legacy(_));
 					match msg {
 						EitherWrite::Legacy(WsTxMessage::Send(data)) => {
-							if let Err(e) = write.feed(tungstenite::Message::Binary(data.into())).await {
+							if let Err(e) =
+								write.feed(tungstenite::Message::Binary(data.into())).await
+							{
 								failed = Some(e);
 							}
 						}
 						EitherWrite::Legacy(WsTxMessage::Close) => close = true,
 						EitherWrite::Http(message) => {
-							match write.feed(tungstenite::Message::Binary(message.data.into())).await {
+							match write
+								.feed(tungstenite::Message::Binary(message.data.into()))
+								.await
+							{
 								Ok(()) => written.push(message.written),
 								Err(e) => {
 									let _ = message.written.send(Err(anyhow::anyhow!("{e}")));
@@ -286,9 +331,20 @@ async fn single_connection(
 	// and acted on, every frame sent before it. The published crate dropped
 	// the connection as soon as our close was written.
 	let mut close_deadline: Option<tokio::time::Instant> = None;
+	// rivetkit-native patch: a node that died without closing the socket
+	// (a machine gone, a cable cut) sends nothing more, not even its pings:
+	// after `READ_IDLE` of silence the connection is given up, and the loop
+	// reconnects (to another node when there are several).
+	let idle = tokio::time::sleep(READ_IDLE);
+	tokio::pin!(idle);
 	loop {
 		let msg = tokio::select! {
 			msg = read.next() => msg,
+			_ = &mut idle => {
+				tracing::warn!(idle_ms = READ_IDLE.as_millis() as u64, endpoint = %endpoint, "the engine sent nothing, not even a ping: reconnecting");
+				disconnect_reason = "read_idle";
+				break;
+			}
 			written = &mut write_failed_rx, if close_deadline.is_none() => {
 				if written.is_ok() {
 					disconnect_reason = "write_error";
@@ -308,6 +364,7 @@ async fn single_connection(
 			}
 		};
 		let Some(msg) = msg else { break };
+		idle.as_mut().reset(tokio::time::Instant::now() + READ_IDLE);
 		quickack.rearm();
 		match msg {
 			Ok(tungstenite::Message::Binary(data)) => {

@@ -102,7 +102,7 @@ mod imp {
 	async fn single_connection(
 		shared: &Arc<SharedContext>,
 	) -> anyhow::Result<(u64, Option<crate::utils::ParsedCloseReason>)> {
-		let url = super::super::ws_url(shared);
+		let url = super::super::ws_url(shared, &shared.config.endpoint);
 		let protocols = protocols(&shared.config.token);
 		let ws = WebSocket::new_with_str_sequence(&url, protocols.as_ref())
 			.map_err(|error| anyhow::anyhow!("failed to create websocket: {}", js_error(error)))?;
