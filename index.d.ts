@@ -1000,6 +1000,11 @@ export interface JsScheduleErrorInfo {
  */
 export interface JsServeConfig {
   version?: number
+  /**
+   * The engine's URL, or the nodes of one engine cluster as a
+   * comma-separated list: the envoy moves to the next node when the one
+   * it is on goes away (docs/deploy.md).
+   */
   endpoint?: string
   token?: string
   namespace?: string

@@ -22,19 +22,18 @@ import { startCluster } from "./helpers/cluster.mjs";
 import { ADMIN_TOKEN, NAMESPACE, upsertRunnerConfig, waitFor } from "./helpers/engine.mjs";
 import { everyCounterAnswersAgain, load, tally } from "./helpers/counter-load.mjs";
 
-const LOST_THRESHOLD_MS = 8_000;
-
 describe("engine cluster", { concurrency: false }, () => {
 	let cluster;
 	const apps = [];
 
 	before(async () => {
+		// The engine's own lost threshold (15 s), not the single-node tests'
+		// 7 s: a dead leader stalls the cluster's writes for up to its 10 s
+		// lease, and a shorter threshold declares every host lost in it
+		// (docs/deploy.md, "Thresholds").
 		cluster = await startCluster({
 			nodes: 2,
-			env: {
-				RIVET__PEGBOARD__ENVOY_LOST_THRESHOLD: String(LOST_THRESHOLD_MS),
-				RIVET__PEGBOARD__ENVOY_ELIGIBLE_THRESHOLD: "5000",
-			},
+			env: { RIVET__PEGBOARD__ENVOY_LOST_THRESHOLD: "15000", RIVET__PEGBOARD__RUNNER_LOST_THRESHOLD: "15000" },
 		});
 	});
 
@@ -170,7 +169,6 @@ describe("engine cluster", { concurrency: false }, () => {
 				[],
 				`the counters of the host whose node died stay in their generation (${onHost.length} on it)`,
 			);
-			await restart(victim);
 		});
 
 		test("the leader node stopped gracefully", async (t) => {

@@ -44,6 +44,9 @@ fn factory_of(value: &Unknown<'_>) -> Option<ActorFactory> {
 #[derive(Default)]
 pub struct JsServeConfig {
     pub version: Option<f64>,
+    /// The engine's URL, or the nodes of one engine cluster as a
+    /// comma-separated list: the envoy moves to the next node when the one
+    /// it is on goes away (docs/deploy.md).
     pub endpoint: Option<String>,
     pub token: Option<String>,
     pub namespace: Option<String>,

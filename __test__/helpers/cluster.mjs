@@ -213,8 +213,9 @@ async function engineNode({ index, dir, pg, nats, env }) {
 			return Boolean(proc && !proc.exited);
 		},
 		logTail: () => tail(log),
-		/** Starts the node and waits until it accepts a write. */
+		/** Starts the node (if it is not running) and waits until it accepts a write. */
 		async start() {
+			if (proc && !proc.exited) return;
 			proc = own(enginePath(), ["start", "--config", configPath], { env: nodeEnv, log });
 			const probe = `${endpoint}/runner-configs/rivetkit-native-cluster-probe?namespace=default`;
 			await waitFor(

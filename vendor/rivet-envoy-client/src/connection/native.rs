@@ -55,8 +55,19 @@ async fn connection_loop(shared: Arc<SharedContext>) {
 
 		match single_connection(&shared, &endpoints[current]).await {
 			Ok((session, close_reason)) => {
+				// rivetkit-native patch: an eviction ends the envoy only when
+				// it is shutting down. The published crate took every eviction
+				// for another process owning this envoy key and gave up for
+				// good, leaving the host running with no connection. Our keys
+				// are per process: an eviction here is the engine settling two
+				// connections of this one envoy (one dropped as idle while a
+				// cluster-wide stall held its registration, docs/deploy.md), so
+				// the envoy connects again.
 				if let Some(reason) = &close_reason {
-					if reason.group == "ws" && reason.error == "eviction" {
+					let evicted = reason.group == "ws" && reason.error == "eviction";
+					if evicted && !shared.shutting_down.load(Ordering::Acquire) {
+						tracing::warn!("the engine evicted this connection: connecting again");
+					} else if evicted {
 						tracing::debug!("connection evicted");
 						let _ = crate::envoy::send_to_envoy_tx(
 							&shared,
