@@ -21,8 +21,14 @@
 //    deploy, a host SIGKILLed and a partition under load, on both addons,
 //    and the output gate's cost on ours. About 5 minutes more.
 //
+// 4. The engine-cluster faults side by side (bench/engine-cluster.mjs): a
+//    two-node engine on PostgreSQL and NATS, a host's node SIGKILLed, the
+//    leader stopped and SIGKILLed, NATS down 10 s, on both addons. About 4
+//    minutes more.
+//
 // Options (environment): BENCH_CLUSTER=1 (0: skip part 3; only: part 3
-// only; knobs in bench/cluster.mjs), BENCH_COMPARE=1 (0: skip part 1; only: part 1 only;
+// only; knobs in bench/cluster.mjs), BENCH_ENGINE_CLUSTER=1 (0: skip part
+// 4; only: part 4 only; knobs in bench/engine-cluster.mjs), BENCH_COMPARE=1 (0: skip part 1; only: part 1 only;
 // its own knobs are listed in bench/compare.mjs), BENCH_SQLITE=1 (0: skip
 // the SQLite side-by-side; only: run nothing else; knobs in bench/sqlite.mjs), BENCH_HOST=native,
 // BENCH_SEQUENTIAL_GET=100, BENCH_SEQUENTIAL=300, BENCH_CONCURRENT=600,
@@ -38,6 +44,7 @@ import { compareOptions, ourAddonBinary, runComparison } from "./compare.mjs";
 import { startBenchEngine } from "./lib/engine.mjs";
 import { startHost } from "./lib/host.mjs";
 import { clusterOptions, runCluster } from "./cluster.mjs";
+import { engineClusterOptions, runEngineCluster } from "./engine-cluster.mjs";
 import { runSqliteComparison, sqliteOptions } from "./sqlite.mjs";
 import { fmt, table } from "./lib/stats.mjs";
 import httpActions from "./scenarios/http-actions.mjs";
@@ -53,6 +60,7 @@ const int = (name, fallback) => {
 const options = {
 	compare: process.env.BENCH_COMPARE ?? "1",
 	cluster: process.env.BENCH_CLUSTER ?? "1",
+	engineCluster: process.env.BENCH_ENGINE_CLUSTER ?? "1",
 	sqlite: process.env.BENCH_SQLITE ?? "1",
 	host: process.env.BENCH_HOST ?? "native",
 	sequentialGet: int("BENCH_SEQUENTIAL_GET", 100),
@@ -86,6 +94,10 @@ if (!process.env.BENCH_ADDON && ourAddonBinary().build !== "release") {
 }
 console.log(`bench: ${ourAddonBinary().description}`);
 
+if (options.engineCluster === "only") {
+	await runEngineCluster({ options: engineClusterOptions(), log: (m) => console.log(`[${elapsed()}] ${m}`) });
+	process.exit(0);
+}
 if (options.cluster === "only") {
 	await runCluster({ options: clusterOptions(), log: (m) => console.log(`[${elapsed()}] ${m}`) });
 	process.exit(0);
@@ -161,5 +173,9 @@ if (options.compare !== "only" && options.sqlite !== "only") {
 if (options.cluster !== "0" && options.compare !== "only" && options.sqlite !== "only") {
 	console.log("\n== Cluster scenarios on @rivetkit/rivetkit-napi@2.3.19 and on rivetkit-native ==\n");
 	await runCluster({ options: clusterOptions(), log: (m) => console.log(`[${elapsed()}] ${m}`) });
+}
+if (options.engineCluster !== "0" && options.cluster !== "only" && options.compare !== "only" && options.sqlite !== "only") {
+	console.log("\n== Engine-cluster faults on @rivetkit/rivetkit-napi@2.3.19 and on rivetkit-native ==\n");
+	await runEngineCluster({ options: engineClusterOptions(), log: (m) => console.log(`[${elapsed()}] ${m}`) });
 }
 console.log(`\nbench: done in ${elapsed()}`);

@@ -17,6 +17,7 @@ import { fileURLToPath } from "node:url";
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 
 export const NODE22_LEFT_OUT = new Set([
+	"cluster",
 	"cluster-safety",
 	"concurrency",
 	"cron",

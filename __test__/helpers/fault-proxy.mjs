@@ -6,6 +6,8 @@
 //   proxy.release();   // everything held is delivered, in order
 //   proxy.reset();     // every connection ends with a TCP reset
 //   proxy.delay(200);  // each chunk is delivered 200 ms late (0: off)
+//   proxy.retarget(p); // new connections go to port p (a load balancer
+//                      // whose health check dropped the old target)
 //   await proxy.close();
 //
 // Holding pauses both sockets of every connection: what was sent stays in
@@ -19,6 +21,7 @@ export async function faultProxy(targetPort, targetHost = "127.0.0.1") {
 	const pairs = new Set();
 	let holding = false;
 	let delayMs = 0;
+	let target = targetPort;
 
 	const pipe = (from, to) => {
 		from.on("data", (chunk) => {
@@ -29,7 +32,7 @@ export async function faultProxy(targetPort, targetHost = "127.0.0.1") {
 	};
 
 	const server = createServer((client) => {
-		const upstream = connect(targetPort, targetHost);
+		const upstream = connect(target, targetHost);
 		const pair = { client, upstream };
 		pairs.add(pair);
 		pipe(client, upstream);
@@ -81,6 +84,9 @@ export async function faultProxy(targetPort, targetHost = "127.0.0.1") {
 		},
 		delay(ms) {
 			delayMs = ms;
+		},
+		retarget(port) {
+			target = port;
 		},
 		close() {
 			for (const { client, upstream } of pairs) {

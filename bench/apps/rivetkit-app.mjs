@@ -16,8 +16,15 @@
 import { actor, setup } from "rivetkit";
 import { db } from "rivetkit/db";
 
+// BENCH_LOG_WAKES=1 (bench/engine-cluster.mjs): each start of a counter is
+// a line on stderr, so that a new generation can be counted.
+const logWakes = process.env.BENCH_LOG_WAKES === "1";
+
 export const counter = actor({
 	state: { count: 0 },
+	onWake: (c) => {
+		if (logWakes) console.error(`counter ${c.key.join("/")} awake`);
+	},
 	actions: {
 		increment: (c, by = 1) => {
 			c.state.count += by;

@@ -32,7 +32,7 @@ fn websocket_config() -> tungstenite::protocol::WebSocketConfig {
 /// rivetkit-native patch: with more than one engine node, the next node is
 /// tried this soon after a connection ends or fails; the back-off applies
 /// once every node has been tried (docs/deploy.md, "A node is lost").
-const FAILOVER_DELAY_MS: u64 = 100;
+const FAILOVER_DELAY_MS: u64 = 10;
 
 async fn connection_loop(shared: Arc<SharedContext>) {
 	let mut attempt = 0u32;
@@ -142,8 +142,50 @@ fn no_jitter() -> BackoffOptions {
 }
 
 /// rivetkit-native patch: the engine pings every envoy every few seconds;
-/// this much silence means the node is gone (docs/deploy.md).
+/// after this much silence the node is checked, and left if it cannot be
+/// reached (docs/deploy.md).
 const READ_IDLE: std::time::Duration = std::time::Duration::from_secs(8);
+
+/// rivetkit-native patch: whether `endpoint`'s host accepts a TCP connection
+/// within [`REACH_TIMEOUT`]. A machine that is gone or cut off does not; an
+/// engine process that is alive but stalled does (its kernel accepts).
+async fn node_reachable(endpoint: String) -> bool {
+	let Some(address) = host_port(&endpoint) else {
+		return false;
+	};
+	matches!(
+		tokio::time::timeout(REACH_TIMEOUT, tokio::net::TcpStream::connect(address)).await,
+		Ok(Ok(_))
+	)
+}
+
+const REACH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// `host:port` of an `http(s)://` endpoint, the scheme's port by default.
+fn host_port(endpoint: &str) -> Option<String> {
+	let (default_port, rest) = if let Some(rest) = endpoint.strip_prefix("https://") {
+		(443, rest)
+	} else {
+		(80, endpoint.strip_prefix("http://")?)
+	};
+	let authority = rest.split(['/', '?', '#']).next()?;
+	let authority = authority
+		.rsplit_once('@')
+		.map_or(authority, |(_, host)| host);
+	if authority.is_empty() {
+		return None;
+	}
+	let has_port = if authority.starts_with('[') {
+		authority.contains("]:")
+	} else {
+		authority.contains(':')
+	};
+	Some(if has_port {
+		authority.to_owned()
+	} else {
+		format!("{authority}:{default_port}")
+	})
+}
 
 /// rivetkit-native patch: how long the reader waits for the engine's close
 /// after ours was written.
@@ -348,11 +390,24 @@ async fn single_connection(
 	// reconnects (to another node when there are several).
 	let idle = tokio::time::sleep(READ_IDLE);
 	tokio::pin!(idle);
+	let mut reach: Option<std::pin::Pin<Box<dyn std::future::Future<Output = bool> + Send>>> = None;
 	loop {
 		let msg = tokio::select! {
 			msg = read.next() => msg,
-			_ = &mut idle => {
-				tracing::warn!(idle_ms = READ_IDLE.as_millis() as u64, endpoint = %endpoint, "the engine sent nothing, not even a ping: reconnecting");
+			_ = &mut idle, if reach.is_none() => {
+				reach = Some(Box::pin(node_reachable(endpoint.to_owned())));
+				continue;
+			}
+			reachable = async { reach.as_mut().expect("guarded").await }, if reach.is_some() => {
+				reach = None;
+				if reachable {
+					// Alive but silent: a cluster-wide stall (a dead leader's
+					// lease). Leaving would only add a registration to it.
+					tracing::info!(idle_ms = READ_IDLE.as_millis() as u64, endpoint = %endpoint, "the engine sent nothing, but its node accepts connections: staying");
+					idle.as_mut().reset(tokio::time::Instant::now() + READ_IDLE);
+					continue;
+				}
+				tracing::warn!(idle_ms = READ_IDLE.as_millis() as u64, endpoint = %endpoint, "the engine sent nothing and its node cannot be reached: reconnecting");
 				disconnect_reason = "read_idle";
 				break;
 			}
@@ -573,5 +628,38 @@ mod quickack {
 				}
 			}
 		}
+	}
+}
+
+#[cfg(test)]
+mod reach_tests {
+	use super::*;
+
+	#[test]
+	fn host_port_of_an_endpoint() {
+		assert_eq!(
+			host_port("http://127.0.0.1:6420/").as_deref(),
+			Some("127.0.0.1:6420")
+		);
+		assert_eq!(
+			host_port("https://engine.example/api").as_deref(),
+			Some("engine.example:443")
+		);
+		assert_eq!(
+			host_port("http://ns:tok@engine:1").as_deref(),
+			Some("engine:1")
+		);
+		assert_eq!(host_port("http://[::1]:7").as_deref(), Some("[::1]:7"));
+		assert_eq!(host_port("http://[::1]").as_deref(), Some("[::1]:80"));
+		assert_eq!(host_port("ws://x"), None);
+	}
+
+	#[tokio::test]
+	async fn a_listening_node_is_reachable_and_a_closed_port_is_not() {
+		let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+		let port = listener.local_addr().unwrap().port();
+		assert!(node_reachable(format!("http://127.0.0.1:{port}/")).await);
+		drop(listener);
+		assert!(!node_reachable(format!("http://127.0.0.1:{port}/")).await);
 	}
 }
