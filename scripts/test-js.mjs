@@ -53,7 +53,7 @@ const files = args.length ? args.map((a) => basename(a)) : allFiles;
  */
 const SECONDS = {
 	"cluster-safety.test.mjs": 200,
-	"cluster.test.mjs": 120,
+	"cluster.test.mjs": 160,
 	"drain.test.mjs": 150,
 	"packaging.test.mjs": 100,
 	"concurrency.test.mjs": 50,
