@@ -180,7 +180,8 @@ describe("cluster safety", { concurrency: false }, () => {
 		const declaredLost = /declaring envoy actors lost/.test(hostA.out.slice(logFrom));
 		const moved = keys.filter((k) => hostB.out.includes(`counter ${k} awake`));
 		t.diagnostic(
-			`hold ${holdMs} ms: ${traffic.count} increments answered, ${failures.length} failed, ${lost} lost, ` +
+			`hold ${holdMs} ms: ${traffic.count} increments answered, ${failures.length} failed` +
+				`${failures.length ? ` (${[...new Set(failures.map((f) => f.code))].join(", ")})` : ""}, ${lost} lost, ` +
 				`host A ${declaredLost ? "fenced its actors" : "kept its actors"}, ${moved.length} of ${keys.length} counters moved to B`,
 		);
 		for (const h of [hostA, hostB]) await interrupt(h);

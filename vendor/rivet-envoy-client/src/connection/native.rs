@@ -145,6 +145,14 @@ fn no_jitter() -> BackoffOptions {
 /// after this much silence the node is checked, and left if it cannot be
 /// reached (docs/deploy.md).
 const READ_IDLE: std::time::Duration = std::time::Duration::from_secs(8);
+/// rivetkit-native patch: a connection whose node accepts connections is
+/// still given up after this much silence. A dead socket is the kernel's to
+/// find ([`UNACKED_TIMEOUT`]); this bounds an engine that stays silent.
+const READ_IDLE_LAST: std::time::Duration = std::time::Duration::from_secs(60);
+/// rivetkit-native patch: `TCP_USER_TIMEOUT` of the envoy's socket (Linux):
+/// the host answers the engine's pings every 3 s, so a path that stopped
+/// carrying them is found well before the engine's 15 s lost threshold.
+const UNACKED_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// rivetkit-native patch: whether `endpoint`'s host accepts a TCP connection
 /// within [`REACH_TIMEOUT`]. A machine that is gone or cut off does not; an
@@ -386,15 +394,24 @@ async fn single_connection(
 	let mut close_deadline: Option<tokio::time::Instant> = None;
 	// rivetkit-native patch: a node that died without closing the socket
 	// (a machine gone, a cable cut) sends nothing more, not even its pings:
-	// after `READ_IDLE` of silence the connection is given up, and the loop
+	// after `READ_IDLE` of silence the connection is given up if the node
+	// cannot be reached, after `READ_IDLE_LAST` in any case, and the loop
 	// reconnects (to another node when there are several).
 	let idle = tokio::time::sleep(READ_IDLE);
 	tokio::pin!(idle);
 	let mut reach: Option<std::pin::Pin<Box<dyn std::future::Future<Output = bool> + Send>>> = None;
+	let mut stayed = false;
+	let mut last_frame = tokio::time::Instant::now();
 	loop {
 		let msg = tokio::select! {
 			msg = read.next() => msg,
 			_ = &mut idle, if reach.is_none() => {
+				if stayed {
+					// Still silent after a long while: try a new connection.
+					tracing::warn!(idle_ms = READ_IDLE_LAST.as_millis() as u64, endpoint = %endpoint, "the engine is still silent: reconnecting");
+					disconnect_reason = "read_idle";
+					break;
+				}
 				reach = Some(Box::pin(node_reachable(endpoint.to_owned())));
 				continue;
 			}
@@ -402,9 +419,12 @@ async fn single_connection(
 				reach = None;
 				if reachable {
 					// Alive but silent: a cluster-wide stall (a dead leader's
-					// lease). Leaving would only add a registration to it.
+					// lease), which leaving would only add a registration to,
+					// or a partition that holds bytes, whose delivery leaving
+					// would throw away. A dead socket is the kernel's to find.
 					tracing::info!(idle_ms = READ_IDLE.as_millis() as u64, endpoint = %endpoint, "the engine sent nothing, but its node accepts connections: staying");
-					idle.as_mut().reset(tokio::time::Instant::now() + READ_IDLE);
+					stayed = true;
+					idle.as_mut().reset(last_frame + READ_IDLE_LAST);
 					continue;
 				}
 				tracing::warn!(idle_ms = READ_IDLE.as_millis() as u64, endpoint = %endpoint, "the engine sent nothing and its node cannot be reached: reconnecting");
@@ -430,7 +450,9 @@ async fn single_connection(
 			}
 		};
 		let Some(msg) = msg else { break };
-		idle.as_mut().reset(tokio::time::Instant::now() + READ_IDLE);
+		last_frame = tokio::time::Instant::now();
+		stayed = false;
+		idle.as_mut().reset(last_frame + READ_IDLE);
 		quickack.rearm();
 		match msg {
 			Ok(tungstenite::Message::Binary(data)) => {
@@ -601,6 +623,25 @@ mod quickack {
 			};
 			let this = Self(fd);
 			this.rearm();
+			if let Some(fd) = fd {
+				// rivetkit-native patch: data the peer has not acknowledged
+				// for this long ends the connection (the kernel's own timer,
+				// about 15 minutes by default). A cable cut or a middlebox
+				// that dropped the connection shows up here, while a stalled
+				// engine, whose kernel still acknowledges, does not
+				// (docs/deploy.md, "A node is lost").
+				let ms: libc::c_uint = super::UNACKED_TIMEOUT.as_millis() as libc::c_uint;
+				// SAFETY: as in `rearm`.
+				unsafe {
+					libc::setsockopt(
+						fd,
+						libc::IPPROTO_TCP,
+						libc::TCP_USER_TIMEOUT,
+						&ms as *const libc::c_uint as *const libc::c_void,
+						std::mem::size_of::<libc::c_uint>() as libc::socklen_t,
+					);
+				}
+			}
 			this
 		}
 

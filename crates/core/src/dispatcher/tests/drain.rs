@@ -252,6 +252,29 @@ async fn a_generation_that_starts_during_the_drain_serves_until_released_then_sl
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_generation_that_starts_after_the_release_serves_a_moment_before_it_sleeps_here() {
+    let host = Host::new();
+    host.start(NAME, "a").await;
+    let step = spawn_stop_everything_here(&host);
+    step.idle().await;
+    step.release.send_replace(true);
+    step.settled.subscribe().wait_for(|s| s.released).await.unwrap();
+
+    // Started (woken by a request) after the host withdrew: the gateway has
+    // yet to send it that request, so it is not stopped at once.
+    let late = host.start(NAME, "late").await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!late.is_generation_finished(), "it serves its first second");
+    assert!(!step.settled.borrow().idle, "the drain waits for it");
+
+    let settled = *step.settled.subscribe().wait_for(|s| s.idle).await.unwrap();
+    assert_eq!(settled.held, 0);
+    assert!(late.is_generation_finished());
+    assert_eq!(host.slept_here(), vec![("a".to_string(), 1), ("late".to_string(), 1)]);
+    step.task.abort();
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_generation_still_starting_when_the_drain_begins_is_not_held() {
     let host = Host::new();
     let gate = Gate::new();

@@ -9,8 +9,15 @@
 //! the retry on this same host (the emptiest of the pool) until it was
 //! withdrawn: a loop of wakes and sleeps that ended in 20-30 s stalls and
 //! `core.internal_error` for the client.
+//!
+//! A held generation also serves at least [`HELD_MIN_SERVE`] once it is
+//! active, released or not: one that finished starting just after the
+//! release was stopped within 50 ms, before the gateway had sent it the
+//! request it was woken for, and engine 2.3.19's gateway never sent that
+//! request to the next generation either (a 30 s stall, then
+//! `core.internal_error`; the rolling-deploy test, about 1 run in 8).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,6 +33,9 @@ const LOCAL_STOP_CONCURRENCY: usize = 64;
 /// How often the step looks for generations to stop besides the stops it
 /// is told about.
 const LOOK_AGAIN: Duration = Duration::from_millis(50);
+/// How long a generation started during the drain serves at least, from
+/// the first look that found it active.
+const HELD_MIN_SERVE: Duration = Duration::from_secs(1);
 
 /// Where step 2 stands, published after each look.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -55,14 +65,25 @@ pub(crate) async fn stop_everything_here(
     let permits = Arc::new(Semaphore::new(LOCAL_STOP_CONCURRENCY));
     let in_flight = Arc::new(AtomicUsize::new(0));
     let mut launched: HashSet<InstanceKey> = HashSet::new();
+    // Generations started during the drain: when a look first found each active.
+    let mut active_since: HashMap<InstanceKey, tokio::time::Instant> = HashMap::new();
     let mut answered = dispatcher.stops_answered();
     // A drain that dropped its sender has nothing to wait for any more.
     let mut sender_gone = false;
     loop {
         let released = *release.borrow_and_update() || sender_gone;
-        let to_stop = |key: &InstanceKey| !launched.contains(key) && (released || first.contains(key));
-        let new: Vec<ActorContext> =
-            dispatcher.active_contexts().into_iter().filter(|ctx| to_stop(&key_of(ctx))).collect();
+        let active = dispatcher.active_contexts();
+        let looked_at = tokio::time::Instant::now();
+        for ctx in &active {
+            let key = key_of(ctx);
+            if !first.contains(&key) {
+                active_since.entry(key).or_insert(looked_at);
+            }
+        }
+        let served =
+            |key: &InstanceKey| active_since.get(key).is_some_and(|since| looked_at - *since >= HELD_MIN_SERVE);
+        let to_stop = |key: &InstanceKey| !launched.contains(key) && (first.contains(key) || (released && served(key)));
+        let new: Vec<ActorContext> = active.into_iter().filter(|ctx| to_stop(&key_of(ctx))).collect();
         let sleepable: HashSet<InstanceKey> =
             if new.is_empty() { HashSet::new() } else { dispatcher.sleepable_contexts().iter().map(key_of).collect() };
         let launching = new.len();
