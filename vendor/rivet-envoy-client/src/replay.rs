@@ -11,11 +11,17 @@
 //! So every complete, single-frame answer (a `ResponseStart` that is not a
 //! stream) is kept here until the engine is proven to have read it: the
 //! lease's probes (`crate::lease`) prove that the engine read everything
-//! written before them. When the connection ends, the answers it has not
-//! proven are sent again on the next connection. The gateway ignores an
-//! answer for a request it has finished (its in-flight table no longer
-//! holds it), so an answer that did arrive costs one dropped frame.
-//! Streamed answers are not kept: a chunk sent twice would corrupt the body.
+//! written before them. When the connection breaks (a reset, an error, a
+//! node that went silent, or a node shutting down: `ws.going_away`), the
+//! answers it has not proven are sent again on the next connection; the
+//! gateway drops an answer for a request it has finished. When the engine
+//! closes the connection for another reason, its stream was whole up to
+//! the close and nothing is sent again: after a partition that held our
+//! bytes, the engine read them all, closed the connection (`ws.timed_out`),
+//! and copies of those answers reached requests the gateway was still
+//! finishing ("HTTP tunnel message is invalid for the current send state",
+//! `core.internal_error` for the client). Streamed answers are not kept: a
+//! chunk sent twice would corrupt the body.
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
@@ -92,6 +98,12 @@ impl ResponseReplay {
 		}
 	}
 
+	/// `session` ended in a way that delivered what it carried: nothing of
+	/// it is sent again.
+	pub fn forget(&self, session: u64) {
+		let _ = self.unproven(session, i64::MAX);
+	}
+
 	/// `session` ended: the answers written on it that the engine is not
 	/// proven (by `proven_ms`) to have read, in the order they were written.
 	pub fn unproven(&self, session: u64, proven_ms: i64) -> Vec<protocol::ToRivetTunnelMessage> {
@@ -158,6 +170,15 @@ mod tests {
 		// The session's answers are gone; the other session's stay.
 		assert!(replay.unproven(1, 0).is_empty());
 		assert_eq!(replay.unproven(2, 0).len(), 1);
+		assert_eq!(replay.kept.lock().unwrap().1, 0);
+	}
+
+	#[test]
+	fn a_whole_stream_gives_nothing_back() {
+		let replay = ResponseReplay::default();
+		replay.kept(1, 100, 0, answer(1, 10, false));
+		replay.forget(1);
+		assert!(replay.unproven(1, 0).is_empty());
 		assert_eq!(replay.kept.lock().unwrap().1, 0);
 	}
 

@@ -526,6 +526,16 @@ async fn single_connection(
 	);
 
 	// Clean up
+	// rivetkit-native patch (`crate::replay`): a close the engine chose
+	// (other than a node shutting down) ended a stream that was whole.
+	let engine_chose = disconnect_reason == "closed"
+		|| (disconnect_reason == "close"
+			&& !result
+				.as_ref()
+				.is_some_and(|r| r.group == "ws" && r.error == "going_away"));
+	if engine_chose {
+		shared.response_replay.forget(session);
+	}
 	super::remove_connection_for_session(shared, session).await;
 	write_handle.abort();
 	shared
