@@ -15,13 +15,12 @@
 //! node that went silent, or a node shutting down: `ws.going_away`), the
 //! answers it has not proven are sent again on the next connection; the
 //! gateway drops an answer for a request it has finished. When the engine
-//! closes the connection for another reason, its stream was whole up to
-//! the close and nothing is sent again: after a partition that held our
-//! bytes, the engine read them all, closed the connection (`ws.timed_out`),
-//! and copies of those answers reached requests the gateway was still
-//! finishing ("HTTP tunnel message is invalid for the current send state",
-//! `core.internal_error` for the client). Streamed answers are not kept: a
-//! chunk sent twice would corrupt the body.
+//! closes the connection for another reason (`ws.timed_out` after a healed
+//! partition that held our bytes), it read the stream up to its close and
+//! nothing is sent again: copies could only reach requests already
+//! answered, and the gateway fails a request that gets a second answer
+//! while it is still finishing it. Streamed answers are not kept: a chunk
+//! sent twice would corrupt the body.
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
