@@ -75,9 +75,8 @@ impl CoreRegistry {
             };
             if manage {
                 match engine::ensure_engine(&config.engine_options()).await? {
-                    engine::EngineStatus::Reused => {
-                        tracing::info!(endpoint = %config.endpoint, "using the Rivet Engine already running")
-                    }
+                    // `engine::ensure_engine` said so already, with the version.
+                    engine::EngineStatus::Reused => {}
                     engine::EngineStatus::Spawned { pid, .. } => {
                         left_running.set(pid, &config.endpoint);
                         tracing::info!(endpoint = %config.endpoint, pid, "Rivet Engine started")

@@ -73,9 +73,8 @@ impl ServerlessRuntime {
         let mut spawned = None;
         if should_manage_engine(&config.endpoint, config.engine_spawn)? {
             match engine::ensure_engine(&config.engine_options()).await? {
-                engine::EngineStatus::Reused => {
-                    tracing::info!(endpoint = %config.endpoint, "using the Rivet Engine already running")
-                }
+                // `engine::ensure_engine` said so already, with the version.
+                engine::EngineStatus::Reused => {}
                 engine::EngineStatus::Spawned { pid, .. } => {
                     spawned = Some(pid);
                     tracing::info!(endpoint = %config.endpoint, pid, "Rivet Engine started")
