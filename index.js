@@ -721,6 +721,12 @@ if (!nativeBinding || forceWasi) {
   }
 }
 
+// rivetkit-native: load-error.js (added by scripts/loader-patch.mjs after `napi build`):
+// the package, platform, reason and fix, in place of the message below.
+if (!nativeBinding) {
+  throw require('./load-error.js').bindingLoadError(loadErrors, createLoadErrorChain(loadErrors))
+}
+
 if (!nativeBinding) {
   if (loadErrors.length > 0) {
     const error = new Error(

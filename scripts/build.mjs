@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // `npm run build` / `npm run build:debug`: `napi build --platform` plus the
-// given arguments.
+// given arguments, then ./loader-patch.mjs on the generated index.js (the
+// load error that names the platform package and the fix).
 //
 // A release build for Linux glibc on an x64 or arm64 Linux host links
 // against glibc 2.17 with napi-rs' prebuilt GCC toolchain (`--use-napi-cross`,
@@ -19,6 +20,7 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
 import { ensureCrossToolchain } from "./cross-toolchain.mjs";
+import { patchLoader } from "./loader-patch.mjs";
 import { BINARY_NAME, hostPlatform, isMusl } from "./platform.mjs";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
@@ -49,6 +51,9 @@ const napi = join(dirname(cliPackage), typeof cliBin === "string" ? cliBin : cli
 console.error(`> napi build --platform ${args.join(" ")}`);
 const run = spawnSync(process.execPath, [napi, "build", "--platform", ...args], { cwd: root, stdio: "inherit" });
 if (run.status !== 0) process.exit(run.status ?? 1);
+// The generated index.js gets our load error (./loader-patch.mjs); this
+// throws, failing the build, if the generated text changed shape.
+if (existsSync(join(root, "index.js")) && patchLoader(join(root, "index.js"))) console.error("patched index.js: load-error.js");
 
 if (target === null) {
 	// Which build the root binary is (`npm run bench` wants a release one).
