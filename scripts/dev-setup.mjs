@@ -7,11 +7,14 @@
 //
 // npm never runs `prepare` when the package is installed from the registry:
 // a RivetKit app that depends on rivetkit-native gets the prebuilt binary
-// from its platform package and runs no script of ours. npm does run
-// `prepare` before `npm pack` and `npm publish` (skipped here: a release is
-// packed from binaries built by the release workflow, and the example is no
-// part of the package) and for git dependencies (which then build from
-// source, so they need a Rust toolchain). RIVETKIT_NATIVE_BUILD=release
+// from its platform package and runs no script of ours. The packed and
+// published package.json has no `prepare` at all (`prepack` strips it,
+// ./pack-manifest.mjs), so `npm pack` and `npm publish` do not run it and
+// npm lists no install script of ours to consumers; it returns if that step
+// is skipped (a release is packed from binaries built by the release
+// workflow, and the example is no part of the package). npm runs it for git
+// dependencies (which then build from source, so they need a Rust
+// toolchain). RIVETKIT_NATIVE_BUILD=release
 // makes the release build instead of the development one (for a git
 // dependency that runs in production; the tests then have no testing addon).
 //
