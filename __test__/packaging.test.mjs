@@ -5,11 +5,20 @@
 //
 // 1. `require("rivetkit-native")` loads the binary from its platform
 //    package, and the install ran no script of ours (installed without
-//    --ignore-scripts; our only dependency has none either);
-// 2. a RivetKit 2.3.19 app whose `@rivetkit/rivetkit-napi` is this package
+//    --ignore-scripts; our only dependency has none either) and listed none
+//    (npm 11 warns about "install scripts not yet covered by allowScripts":
+//    a probe package with a `prepare` shows that it would);
+// 2. without the platform package (`--omit=optional`), `require()` throws
+//    `napi.binding_not_found` naming the package, the detected platform and
+//    the fix; with a broken binary or on an unsupported architecture it
+//    says so (load-error.js);
+// 3. a RivetKit 2.3.19 app whose `@rivetkit/rivetkit-napi` is this package
 //    (the README's alias and override) answers an action from RivetKit's
 //    own client on the embedded engine, and exits on SIGINT.
 //
+// The main package is packed as a release packs it, with its scripts on
+// (`prepack` strips `prepare`, scripts/pack-manifest.mjs), from a copy of
+// its files, so that the checkout's package.json is never rewritten.
 // The other platform packages are packed too (without a binary): npm must
 // skip them by their os/cpu/libc fields, as it does with the published ones.
 // Dependencies come from the npm cache when they are there (the repository's
@@ -20,12 +29,13 @@
 import assert from "node:assert/strict";
 import { execFileSync, spawn, spawnSync } from "node:child_process";
 import { once } from "node:events";
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { copyFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { delimiter, dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { after, before, describe, test } from "node:test";
 
+import { INSTALL_SCRIPTS } from "../scripts/pack-manifest.mjs";
 import { BINARY_NAME, hostPlatform } from "../scripts/platform.mjs";
 import { findFreePorts, waitFor } from "./helpers/engine.mjs";
 
@@ -50,23 +60,29 @@ const noRustEnv = { ...process.env, PATH: noRustPath, CARGO: "", RUSTC: "" };
 delete noRustEnv.CARGO;
 delete noRustEnv.RUSTC;
 
-/** Runs npm (the one running this test, else the one on PATH). */
-function npm(args, { cwd, env = noRustEnv } = {}) {
+/** Runs npm (the one running this test, else the one on PATH); returns `{stdout, stderr}`. */
+function npmRun(args, { cwd, env = noRustEnv } = {}) {
 	const cli = process.env.npm_execpath;
 	const [file, argv] = cli && /\.c?js$/.test(cli) ? [process.execPath, [cli, ...args]] : ["npm", args];
 	const res = spawnSync(file, argv, { cwd, env, encoding: "utf8", shell: process.platform === "win32" && file === "npm" });
 	if (res.status !== 0) throw new Error(`npm ${args.join(" ")} failed (${res.status}):\n${res.stdout}\n${res.stderr}`);
-	return res.stdout;
+	return res;
 }
+
+/** npm's stdout. */
+const npm = (args, opts) => npmRun(args, opts).stdout;
 
 // --prefer-online: the app has no lockfile, and with --prefer-offline npm
 // mixed package metadata cached hours apart (ETARGET for a version one
 // cached manifest asked for and another did not list yet).
 const INSTALL = ["install", "--prefer-online", "--no-audit", "--no-fund", "--loglevel=error"];
+/** The probe package that has a `prepare` (see the plain install). */
+const PROBE = "install-script-probe";
 
 describe("packaging: the published layout, installed with no Rust toolchain", { skip: !binary && `no ${binaryFile} built` }, () => {
 	const tarballs = {};
 	let packed;
+	let mainStage;
 	const started = [];
 
 	before(() => {
@@ -84,11 +100,24 @@ describe("packaging: the published layout, installed with no Rust toolchain", { 
 		assert.ok(existsSync(join(stage, platform, "package.json")), `npm/${platform}/package.json exists`);
 		copyFileSync(binary, join(stage, platform, binaryFile));
 
+		// The main package: its files, and the script its prepack and
+		// postpack run. No scripts/dev-setup.mjs: a `prepare` left in
+		// package.json would fail the pack.
+		mainStage = join(work, "main");
+		mkdirSync(join(mainStage, "scripts"), { recursive: true });
+		for (const f of ["package.json", "README.md", ...rootPackage.files]) cpSync(join(root, f), join(mainStage, f), { recursive: true });
+		copyFileSync(join(root, "scripts", "pack-manifest.mjs"), join(mainStage, "scripts", "pack-manifest.mjs"));
+
+		// A package with a `prepare`: what npm lists when a package has one.
+		const probe = join(work, "probe");
+		mkdirSync(probe);
+		writeFileSync(join(probe, "package.json"), JSON.stringify({ name: PROBE, version: "1.0.0", scripts: { prepare: "node -e 0" } }));
+
 		const out = join(work, "tarballs");
 		mkdirSync(out);
 		const dirs = readdirSync(stage).map((d) => join(stage, d));
-		// Packing the repository runs its `prepare`, which must do nothing here.
-		packed = JSON.parse(npm(["pack", "--json", "--pack-destination", out, root, ...dirs], { cwd: root, env: process.env }));
+		// Scripts on, as a release packs (`npm publish` runs the same prepack).
+		packed = JSON.parse(npm(["pack", "--json", "--pack-destination", out, mainStage, probe, ...dirs], { cwd: mainStage, env: process.env }));
 		for (const p of packed) tarballs[p.name] = join(out, p.filename);
 	});
 
@@ -107,12 +136,16 @@ describe("packaging: the published layout, installed with no Rust toolchain", { 
 
 	test("the tarballs: the loader in the main package, each binary in its own", () => {
 		const main = packed.find((p) => p.name === rootPackage.name);
-		assert.deepEqual(main.files.map((f) => f.path).sort(), ["README.md", "index.d.ts", "index.js", "package.json"]);
+		assert.deepEqual(main.files.map((f) => f.path).sort(), ["README.md", "index.d.ts", "index.js", "load-error.js", "package.json"]);
 		const manifest = JSON.parse(execFileSync("tar", ["-xOzf", tarballs[rootPackage.name], "package/package.json"], { encoding: "utf8" }));
 		assert.equal(manifest.private, undefined, "publishable");
-		for (const script of ["preinstall", "install", "postinstall"]) {
+		assert.ok(rootPackage.scripts.prepare, "the repository itself has a prepare");
+		for (const script of INSTALL_SCRIPTS) {
 			assert.equal(manifest.scripts?.[script], undefined, `no ${script} script reaches users`);
 		}
+		// postpack put the package.json back as it was.
+		assert.equal(readFileSync(join(mainStage, "package.json"), "utf8"), readFileSync(join(root, "package.json"), "utf8"));
+		assert.ok(!existsSync(join(mainStage, ".package.json.prepack")), "no backup left behind");
 		assert.equal(Object.keys(manifest.optionalDependencies).length, rootPackage.napi.targets.length);
 		for (const [name, version] of Object.entries(manifest.optionalDependencies)) {
 			assert.equal(version, manifest.version, `${name} at the same version`);
@@ -130,7 +163,7 @@ describe("packaging: the published layout, installed with no Rust toolchain", { 
 			Object.keys(rootPackage.optionalDependencies).map((name) => [name, `file:${tarballs[name]}`]),
 		);
 
-	test("require('rivetkit-native') loads the prebuilt binary; the install runs no script of ours", () => {
+	test("require('rivetkit-native') loads the prebuilt binary; the install runs and lists no script of ours", (t) => {
 		const dir = join(work, "plain");
 		mkdirSync(dir);
 		writeFileSync(
@@ -138,14 +171,20 @@ describe("packaging: the published layout, installed with no Rust toolchain", { 
 			JSON.stringify({
 				name: "plain-consumer",
 				private: true,
-				dependencies: { [rootPackage.name]: `file:${tarballs[rootPackage.name]}` },
+				dependencies: { [rootPackage.name]: `file:${tarballs[rootPackage.name]}`, [PROBE]: `file:${tarballs[PROBE]}` },
 				overrides: platformOverrides(),
 			}),
 		);
 		assert.equal(spawnSync("cargo", ["--version"], { env: noRustEnv }).error?.code, "ENOENT", "no cargo on PATH");
 		// Scripts allowed: a `prepare` or install script of ours would fail
-		// (no scripts/ in the tarball, no cargo).
-		npm(INSTALL, { cwd: dir });
+		// (no scripts/ in the tarball, no cargo). Warnings shown.
+		const { stderr } = npmRun([...INSTALL.filter((a) => !a.startsWith("--loglevel")), "--loglevel=warn"], { cwd: dir });
+		const listed = stderr.split("\n").filter((line) => /install-scripts/.test(line));
+		if (listed.some((line) => line.includes(PROBE))) {
+			assert.ok(!listed.some((line) => line.includes(rootPackage.name)), `npm lists no install script of ours:\n${listed.join("\n")}`);
+		} else {
+			t.diagnostic(`this npm (${npm(["--version"]).trim()}) lists no install scripts; the packed manifest's check stands alone`);
+		}
 
 		const installed = readdirSync(join(dir, "node_modules")).filter((n) => n.startsWith(`${BINARY_NAME}-`));
 		assert.deepEqual(installed, [platformPackage], "npm installs only this platform's package");
@@ -161,6 +200,77 @@ describe("packaging: the published layout, installed with no Rust toolchain", { 
 			res.loaded.map((f) => f.split(/[\\/]node_modules[\\/]/).pop().replace(/\\/g, "/")),
 			[`${platformPackage}/${binaryFile}`],
 		);
+	});
+
+	test("without its platform package, require() names the package, the platform and the fix", () => {
+		const dir = join(work, "alone");
+		mkdirSync(dir);
+		writeFileSync(
+			join(dir, "package.json"),
+			JSON.stringify({
+				name: "alone-consumer",
+				private: true,
+				dependencies: { [rootPackage.name]: `file:${tarballs[rootPackage.name]}` },
+				overrides: platformOverrides(),
+			}),
+		);
+		npm([...INSTALL, "--omit=optional"], { cwd: dir });
+		assert.ok(!existsSync(join(dir, "node_modules", platformPackage)), "the platform package is left out");
+
+		/** What `require()` throws, after `prelude`. */
+		const loadError = (prelude = "") => {
+			const probe = `${prelude}
+				try {
+					require(${JSON.stringify(rootPackage.name)});
+					console.log("null");
+				} catch (e) {
+					const chain = [];
+					for (let c = e.cause; c; c = c.cause) chain.push(c.message);
+					console.log(JSON.stringify({ message: e.message, code: e.code, group: e.group, rivetCode: e.rivetCode, metadata: e.metadata, chain }));
+				}`;
+			const err = JSON.parse(execFileSync(process.execPath, ["-e", probe], { cwd: dir, env: noRustEnv, encoding: "utf8" }));
+			assert.ok(err, "require() throws");
+			assert.equal(err.code, "napi.binding_not_found");
+			assert.equal(err.group, "napi");
+			assert.equal(err.rivetCode, "binding_not_found");
+			assert.ok(err.chain.some((m) => m.includes("Cannot find module")), `the loader's attempts are the cause: ${err.chain}`);
+			assert.doesNotMatch(err.message, /npm has a bug/);
+			return err;
+		};
+		const version = rootPackage.version;
+		const install = `npm install ${platformPackage}@${version}`;
+
+		const missing = loadError();
+		assert.equal(missing.metadata.package, platformPackage);
+		assert.equal(missing.metadata.platform, platform);
+		assert.equal(missing.metadata.install, install);
+		assert.ok(missing.message.includes(`${rootPackage.name}: no native binary loaded for ${platform} (`), missing.message);
+		assert.ok(missing.message.includes(`the package ${platformPackage}@${version} is not installed`), missing.message);
+		assert.ok(missing.message.includes(`Fix: ${install}`), missing.message);
+		assert.ok(missing.message.includes(`npm install ./${platformPackage}-${version}.tgz`), missing.message);
+		if (process.platform === "linux") assert.match(missing.metadata.platformDescription, /^linux \S+, (glibc|musl)/);
+
+		// Installed by hand with a file that is no binary: the loader's own
+		// error says why it did not load.
+		const broken = join(dir, "node_modules", platformPackage);
+		mkdirSync(broken);
+		copyFileSync(join(root, "npm", platform, "package.json"), join(broken, "package.json"));
+		writeFileSync(join(broken, binaryFile), "not a binary\n");
+		const failed = loadError();
+		assert.ok(failed.message.includes(`a binary was found but did not load: ${join(broken, binaryFile)}`), failed.message);
+		assert.ok(failed.message.includes(`Fix: reinstall its package: ${install}`), failed.message);
+		rmSync(broken, { recursive: true });
+
+		// An architecture no package is built for.
+		const unsupported = loadError('Object.defineProperty(process, "arch", { value: "ia32" });');
+		assert.ok(unsupported.metadata.platform.startsWith(`${process.platform}-ia32`), unsupported.metadata.platform);
+		assert.deepEqual(
+			unsupported.metadata.supported.map((p) => `${BINARY_NAME}-${p}`).sort(),
+			Object.keys(rootPackage.optionalDependencies).sort(),
+		);
+		assert.equal(unsupported.metadata.install, null);
+		assert.ok(unsupported.message.includes("no package is built for this platform"), unsupported.message);
+		assert.ok(unsupported.message.includes(unsupported.metadata.supported.join(", ")), unsupported.message);
 	});
 
 	test("a RivetKit 2.3.19 app on the installed package serves the official client and exits on SIGINT", async (t) => {
