@@ -320,7 +320,12 @@ describe("RivetKit example app on rivetkit-native", () => {
 		// (`actor_runtime_socket.not_enabled`). Its own pool:
 		// after a pool's host restarted, engine 2.3.19 is slow to place new
 		// actors in that pool.
-		app = startApp("test/unsupported-server.mjs", port, { RIVET_POOL: FIXTURE_POOL });
+		// The JavaScript stacks of failed calls are logged at debug level.
+		app = startApp("test/unsupported-server.mjs", port, {
+			RIVET_POOL: FIXTURE_POOL,
+			RIVET_LOG_LEVEL: "",
+			RUST_LOG: "info,rivetkit_native_core::routing::failure=debug",
+		});
 		apps.push(app);
 		await appReady(app, "the fixture app");
 		const fixture = createClient({ endpoint, poolName: FIXTURE_POOL });
@@ -344,13 +349,45 @@ describe("RivetKit example app on rivetkit-native", () => {
 			return true;
 		});
 
+		// A plain Error thrown in an action or a queue check: masked for
+		// the client, and logged the same way for every transport.
+		const isInternal = (err) => {
+			assert.equal(`${err.group}.${err.code}`, "rivetkit.internal_error", err.message);
+			assert.doesNotMatch(err.message, /crashed/);
+			return true;
+		};
+		await assert.rejects(jobs.crash(), isInternal);
+		await assert.rejects(jobs.send("checked", { task: "resize" }, { wait: true, timeout: 5_000 }), isInternal);
+
 		const conn = jobs.connect();
 		try {
 			await assert.rejects(conn.enqueue({ task: "resize" }), isRefused);
 			assert.equal(await conn.ping(), "pong (0 submitted)", "the connection survives the error");
+			await assert.rejects(conn.crash(), isInternal);
+			assert.equal(await conn.ping(), "pong (0 submitted)", "the connection survives a crash");
 		} finally {
 			await conn.dispose();
 		}
+
+		// One warn line per failed call, naming the actor, the call, the
+		// transport and the real message; its JavaScript stack at debug.
+		const failed = (what, transport) =>
+			app.out.split("\n").filter((l) => l.includes(` WARN `) && l.includes(`${what} failed`) && l.includes(`transport="${transport}"`));
+		for (const [what, transport, message] of [
+			["action `crash`", "http", "the action crashed on purpose"],
+			["action `crash`", "websocket", "the action crashed on purpose"],
+			["queue send to `checked`", "http", "the publisher check crashed"],
+		]) {
+			const lines = failed(what, transport);
+			assert.equal(lines.length, 1, `${what} over ${transport}:\n${app.out}`);
+			assert.match(lines[0], new RegExp(message));
+			assert.match(lines[0], /actor="jobs"/);
+			assert.match(lines[0], /key="unsupported"/);
+		}
+		assert.match(app.out, /DEBUG .*JavaScript stack of the action `crash` failure:\nError: the action crashed on purpose\n\s+at crash \(file:.*unsupported-server\.mjs/);
+		// A refused feature is a public error: the client has all of it,
+		// so the server logs it at debug, not warn.
+		assert.equal(failed("action `enqueue`", "http").length, 0);
 
 		assertInterrupted(app, await interrupt(app));
 	});

@@ -30,6 +30,7 @@ use std::future::Future;
 use napi::bindgen_prelude::{JsObjectValue, JsValue, Object, PromiseRaw, ToNapiValue, Unknown};
 use napi::{Env, JsError, Status};
 use rivetkit_native_core::error::public_status;
+use rivetkit_native_core::error::JsOrigin;
 use rivetkit_native_core::{ActorSpecifier, RivetError};
 use serde_json::{json, Value};
 
@@ -43,23 +44,6 @@ pub const BRIDGE_PREFIX: &str = "__RIVET_ERROR_JSON__:";
 /// napi-derive recognises a fallible function by the literal name `Result`,
 /// so an alias there would turn an error into a resolved value.
 pub type NapiResult<T> = napi::Result<T>;
-
-/// Whether clients may see an error unmasked, as decided by JavaScript.
-///
-/// The core decides masking by `(group, code)` only; this is carried along
-/// so that an error that came from JavaScript goes back to JavaScript with
-/// the flags it had.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct JsVisibility {
-    pub public: bool,
-    pub status_code: u16,
-}
-
-impl std::fmt::Display for JsVisibility {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "error raised in JavaScript (public: {}, status {})", self.public, self.status_code)
-    }
-}
 
 /// Everything JavaScript learns about an error.
 #[derive(Debug, Clone, PartialEq)]
@@ -76,7 +60,9 @@ impl BridgedError {
     /// non-500 status.
     pub fn from_anyhow(err: &anyhow::Error) -> Self {
         let error = RivetError::extract(err);
-        let from_js = err.downcast_ref::<JsVisibility>().copied();
+        // The core decides masking by `(group, code)` only; an error that came
+        // from JavaScript goes back with the flags it had there.
+        let from_js = err.downcast_ref::<JsOrigin>();
         let (public, status_code) = match (from_js, public_status(&error.group, &error.code)) {
             (Some(v), _) if v.public && v.status_code != 500 => (true, v.status_code),
             (_, Some(status)) => (true, status),
@@ -222,23 +208,36 @@ pub fn invalid_return(callback: &str, detail: &str) -> anyhow::Error {
 /// Converts a failed call of the JavaScript callback `callback` (a throw, a
 /// rejection, or a closed function) into the error the core sees.
 pub fn from_js_error(callback: &str, err: napi::Error) -> anyhow::Error {
+    from_js_error_with_stack(callback, err, None)
+}
+
+/// [`from_js_error`] with the JavaScript stack of the error, when the
+/// caller could read it on the JS thread (see crate::js_callback).
+pub fn from_js_error_with_stack(callback: &str, err: napi::Error, stack: Option<String>) -> anyhow::Error {
     if err.status == Status::Closing {
         return js_callback_unavailable(callback, "the JavaScript environment is closing");
     }
-    from_js_reason(callback, &err.reason)
+    from_js_reason_with_stack(callback, &err.reason, stack)
 }
 
 /// [`from_js_error`] for an error message: the structured error after
 /// [`BRIDGE_PREFIX`] anywhere in it, else a plain error carrying the
 /// message (`core.internal_error` to the core: masked, and logged here).
 pub fn from_js_reason(callback: &str, reason: &str) -> anyhow::Error {
+    from_js_reason_with_stack(callback, reason, None)
+}
+
+fn from_js_reason_with_stack(callback: &str, reason: &str, stack: Option<String>) -> anyhow::Error {
     match parse_bridged(reason) {
         Some(bridged) => {
-            let visibility = JsVisibility { public: bridged.public, status_code: bridged.status_code };
-            bridged.error.into_anyhow().context(visibility)
+            let origin = JsOrigin { public: bridged.public, status_code: bridged.status_code, stack };
+            bridged.error.into_anyhow().context(origin)
         }
         None => {
             tracing::warn!(callback, error = reason, "JavaScript callback failed with an unstructured error");
+            if let Some(stack) = &stack {
+                tracing::debug!(callback, stack = %stack, "JavaScript stack of that error");
+            }
             anyhow::anyhow!("JavaScript callback `{callback}` failed: {reason}")
         }
     }

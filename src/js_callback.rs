@@ -165,7 +165,7 @@ where
         let converted = match answer {
             Some(Answer::Value(converted)) => converted,
             Some(Answer::Threw(err)) => return Err(self.call_failed(err)),
-            Some(Answer::Rejected(err)) => return Err(error::from_js_error(self.name, err)),
+            Some(Answer::Rejected(err, stack)) => return Err(error::from_js_error_with_stack(self.name, err, stack)),
             Some(Answer::Failed(err)) => return Err(error::js_callback_unavailable(self.name, &err.reason)),
             // The call left the queue unanswered: the environment was torn
             // down, or the payload could not be converted.
@@ -247,8 +247,8 @@ enum Answer<Ret> {
     Value(Converted<Ret>),
     /// The function threw.
     Threw(napi::Error),
-    /// Its promise rejected.
-    Rejected(napi::Error),
+    /// Its promise rejected (with the reason's JavaScript stack, if any).
+    Rejected(napi::Error, Option<String>),
     /// Its promise could not be watched.
     Failed(napi::Error),
 }
@@ -270,10 +270,12 @@ impl<Ret: FromNapiValue + Send + 'static> settle::Settle for AnswerOnSettle<Ret>
                     .unwrap_or_else(|err| Converted(Err(format!("could not read the value ({})", err.reason)))),
             ),
             Settlement::Rejected(env, reason) => {
-                Answer::Rejected(match unsafe { Unknown::from_napi_value(env, reason) } {
+                let stack = error_stack(env, reason);
+                let err = match unsafe { Unknown::from_napi_value(env, reason) } {
                     Ok(reason) => napi::Error::from_unknown_without_coercion(reason),
                     Err(err) => err,
-                })
+                };
+                Answer::Rejected(err, stack)
             }
             Settlement::Failed(err) => Answer::Failed(err),
         };
@@ -333,6 +335,42 @@ fn clear_pending_exception(env: sys::napi_env) {
         let mut exception = ptr::null_mut();
         unsafe { sys::napi_get_and_clear_last_exception(env, &mut exception) };
     }
+}
+
+/// The stack of a rejection's reason, for the log: that of its `cause` when
+/// it has one (RivetKit wraps the user's error in a bridge error whose
+/// `cause` is the original), else its own. Reads only own-or-inherited
+/// string properties; a throwing getter is ignored.
+fn error_stack(env: sys::napi_env, reason: sys::napi_value) -> Option<String> {
+    let read = |object: sys::napi_value, key: &str| -> Option<sys::napi_value> {
+        let mut kind = 0;
+        if unsafe { sys::napi_typeof(env, object, &mut kind) } != sys::Status::napi_ok
+            || kind != sys::ValueType::napi_object
+        {
+            return None;
+        }
+        let key = std::ffi::CString::new(key).ok()?;
+        let mut value = ptr::null_mut();
+        let status = unsafe { sys::napi_get_named_property(env, object, key.as_ptr(), &mut value) };
+        if status != sys::Status::napi_ok {
+            clear_pending_exception(env);
+            return None;
+        }
+        Some(value)
+    };
+    let string = |value: sys::napi_value| -> Option<String> {
+        let mut kind = 0;
+        if unsafe { sys::napi_typeof(env, value, &mut kind) } != sys::Status::napi_ok
+            || kind != sys::ValueType::napi_string
+        {
+            return None;
+        }
+        unsafe { String::from_napi_value(env, value) }.ok()
+    };
+    read(reason, "cause")
+        .and_then(|cause| read(cause, "stack"))
+        .and_then(string)
+        .or_else(|| read(reason, "stack").and_then(string))
 }
 
 fn js_type_name(env: sys::napi_env, value: sys::napi_value) -> &'static str {

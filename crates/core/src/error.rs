@@ -99,6 +99,34 @@ impl RivetError {
     }
 }
 
+/// Context on an error that JavaScript raised (a hook's throw or
+/// rejection): whether JavaScript marked it public, its HTTP status, and
+/// the JavaScript stack when there was one. The stack is for the log (at
+/// debug level, see crate::routing::failure); it never reaches a client
+/// and is not part of the chain's text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JsOrigin {
+    pub public: bool,
+    pub status_code: u16,
+    pub stack: Option<String>,
+}
+
+impl fmt::Display for JsOrigin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "error raised in JavaScript (public: {}, status {})", self.public, self.status_code)
+    }
+}
+
+impl std::error::Error for JsOrigin {}
+
+impl JsOrigin {
+    /// The JavaScript stack of the error in `err`'s chain, if any.
+    pub fn stack_of(err: &anyhow::Error) -> Option<&str> {
+        // anyhow's downcast looks through every context layer.
+        err.downcast_ref::<JsOrigin>().and_then(|o| o.stack.as_deref())
+    }
+}
+
 impl fmt::Display for ActorSpecifier {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "actor {} generation {}", self.actor_id, self.generation)

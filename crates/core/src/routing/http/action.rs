@@ -12,6 +12,7 @@ use crate::error::{ActorSpecifier, RivetError};
 use crate::protocol::action::{conn_params, decode_args, encode_output, CONN_PARAMS_HEADER};
 use crate::protocol::encoding::header;
 use crate::protocol::Encoding;
+use crate::routing::failure::{self, Call, Transport};
 
 const BAD_REQUEST: u16 = 400;
 
@@ -50,9 +51,12 @@ pub(super) async fn handle(
         body: Vec::new(),
         ..Default::default()
     };
-    let output = match handle.http_action(params, hook_request, name, args).await {
+    let output = match handle.http_action(params, hook_request, name.clone(), args).await {
         Ok(output) => output,
-        Err(err) => return fail(err, None),
+        Err(err) => {
+            failure::log_failed_call(handle.context(), Transport::Http, Call::Action(&name), &err);
+            return response::reported_error(encoding, &err, None, Some(actor));
+        }
     };
     // The answer waits for the save of what the action changed (docs/durability.md).
     if let Err(err) = handle.output_gate().await {

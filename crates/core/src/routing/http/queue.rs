@@ -14,6 +14,7 @@ use crate::protocol::action::{conn_params, CONN_PARAMS_HEADER};
 use crate::protocol::encoding::header;
 use crate::protocol::queue::{decode_request, encode_response};
 use crate::protocol::Encoding;
+use crate::routing::failure::{self, Call, Transport};
 
 const BAD_REQUEST: u16 = 400;
 
@@ -50,12 +51,15 @@ pub(super) async fn handle(
         body: Vec::new(),
         ..Default::default()
     };
-    let send = QueueSendRequest { name, body: decoded.body, wait: decoded.wait, timeout_ms: decoded.timeout_ms };
-    let result = match tokio::time::timeout(config.action_timeout, handle.queue_send(params, hook_request, send)).await
-    {
-        Ok(Ok(result)) => result,
-        Ok(Err(err)) => return fail(err, None),
-        Err(_) => return fail(catalog::action_timed_out().into_anyhow(), None),
+    let send =
+        QueueSendRequest { name: name.clone(), body: decoded.body, wait: decoded.wait, timeout_ms: decoded.timeout_ms };
+    let sent = tokio::time::timeout(config.action_timeout, handle.queue_send(params, hook_request, send)).await;
+    let result = match sent.unwrap_or_else(|_| Err(catalog::action_timed_out().into_anyhow())) {
+        Ok(result) => result,
+        Err(err) => {
+            failure::log_failed_call(handle.context(), Transport::Http, Call::QueueSend(&name), &err);
+            return response::reported_error(encoding, &err, None, Some(&actor));
+        }
     };
     let body = encode_response(encoding, result.status.as_str(), result.response)?;
     if body.len() > config.max_outgoing_message_size {

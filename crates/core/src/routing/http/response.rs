@@ -35,14 +35,26 @@ pub(super) fn framework_error(
     status: Option<u16>,
     fallback_actor: Option<&ActorSpecifier>,
 ) -> anyhow::Result<EnvoyResponse> {
-    let mut e = RivetError::extract(err);
-    if e.actor.is_none() {
-        e.actor = fallback_actor.cloned();
-    }
+    let e = RivetError::extract(err);
     if e.is_public() {
         tracing::debug!(code = %e.qualified_code(), "framework error response");
     } else {
         tracing::warn!(code = %e.qualified_code(), error = %format!("{err:#}"), "request failed");
+    }
+    reported_error(encoding, err, status, fallback_actor)
+}
+
+/// [`framework_error`] for a failure its caller logged already
+/// (crate::routing::failure).
+pub(super) fn reported_error(
+    encoding: Encoding,
+    err: &anyhow::Error,
+    status: Option<u16>,
+    fallback_actor: Option<&ActorSpecifier>,
+) -> anyhow::Result<EnvoyResponse> {
+    let mut e = RivetError::extract(err);
+    if e.actor.is_none() {
+        e.actor = fallback_actor.cloned();
     }
     let status = status.unwrap_or_else(|| error_body::framework_status(&e));
     let mut response = bytes(status, encoding.content_type(), error_body::framework_body(encoding, &e)?);

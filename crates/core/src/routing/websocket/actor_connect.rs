@@ -18,6 +18,7 @@ use crate::protocol::actor_connect::{
     decode_to_server, error_message, outgoing_too_long_message, parse_conn_params, parse_encoding,
     protocol_header_values, setup_timed_out_message, ToClient, ToServer,
 };
+use crate::routing::failure::{self, Call, Transport};
 
 /// Sets the connection up (hooks bounded by `on_connect_timeout`) and
 /// returns the socket's handler; its `on_open` sends `Init`, or the setup
@@ -240,7 +241,10 @@ impl Socket {
 
     async fn run_action(self: Arc<Self>, id: u64, name: String, args: Vec<u8>, index: u16) {
         let hibernating_index = self.conn.is_hibernatable().then_some(index);
-        let mut result = self.handle.action_on(Some(self.conn.clone()), hibernating_index, name, args).await;
+        let mut result = self.handle.action_on(Some(self.conn.clone()), hibernating_index, name.clone(), args).await;
+        if let Err(err) = &result {
+            failure::log_failed_call(self.handle.context(), Transport::WebSocket, Call::Action(&name), err);
+        }
         if result.is_ok() {
             // Answered (and acknowledged) only once what it changed is saved
             // (docs/durability.md); a refused one may be replayed below.
