@@ -9,10 +9,11 @@ import { createServer as createHttpServer } from "node:http";
 import { createServer as createTcpServer } from "node:net";
 import { once } from "node:events";
 import { fileURLToPath } from "node:url";
-import { test } from "node:test";
+import { after, test } from "node:test";
 
 import { findFreePorts } from "./helpers/engine.mjs";
 import { native, uniquePool } from "./helpers/actors.mjs";
+import { startApp } from "./helpers/app.mjs";
 
 const FAST_MS = 5_000;
 const addon = fileURLToPath(new URL("../index.js", import.meta.url));
@@ -28,6 +29,12 @@ async function listen(server) {
 	await once(server, "listening");
 	return server.address().port;
 }
+
+// Every failed serve() here sets process.exitCode to 1 (README, "Errors"):
+// the failures are on purpose, so this file's exit code is put back.
+after(() => {
+	process.exitCode = undefined;
+});
 
 /** Rejects with `code` within FAST_MS; returns the error. */
 async function rejectsFast(promise, code) {
@@ -66,11 +73,47 @@ test("a TCP listener that closes connections: serve() fails at once", async () =
 	}
 });
 
-test("an unresolvable endpoint: the DNS failure is in the error message", async () => {
+test("an unresolvable endpoint fails at once, not after the connect bound, with the DNS failure in the message", async () => {
 	const r = registry();
-	const serving = r.serve({ endpoint: "http://no-such-host.invalid:6420", poolName: uniquePool(), envoyConnectTimeoutMs: 1_000 });
+	// The default connect bound (30 s) is far beyond rejectsFast's.
+	const serving = r.serve({ endpoint: "http://no-such-host.invalid:6420", poolName: uniquePool() });
 	const body = await rejectsFast(serving, "engine.unreachable");
 	assert.match(body.message, /DNS lookup of 'no-such-host\.invalid' failed/);
+});
+
+test("a failed serve() sets process.exitCode to 1, unless the host set one or turned it off", async () => {
+	const failing = (extra = {}) =>
+		registry()
+			.serve({ endpoint: "http://no-such-host.invalid:6420", poolName: uniquePool(), ...extra })
+			.catch((err) => err.code);
+	try {
+		process.exitCode = undefined;
+		assert.equal(await failing(), "engine.unreachable");
+		assert.equal(process.exitCode, 1);
+
+		process.exitCode = undefined;
+		assert.equal(await failing({ exitCodeOnFailure: false }), "engine.unreachable");
+		assert.equal(process.exitCode, undefined);
+
+		process.exitCode = 3;
+		assert.equal(await failing(), "engine.unreachable");
+		assert.equal(process.exitCode, 3);
+	} finally {
+		process.exitCode = undefined;
+	}
+});
+
+test("a RivetKit app that cannot start says why once, at error level, and exits with code 1", async () => {
+	// registry.start() only logs serve()'s rejection (at warn, as bridged
+	// JSON) and would let the process exit 0.
+	const app = startApp("src/server.mjs", { RIVET_ENDPOINT: "http://no-such-host.invalid:6420", RIVET_LOG_LEVEL: "info" });
+	await app.exit;
+	assert.equal(app.exited.code, 1, app.out);
+	// Our lines (RivetKit's own are logfmt, `level=...`).
+	const ours = app.out.split("\n").filter((line) => /^\d{4}-\d\d-\d\dT/.test(line) && line.includes("no-such-host.invalid"));
+	assert.equal(ours.length, 1, `one line of ours names the host:\n${app.out}`);
+	assert.match(ours[0], /ERROR .*the registry could not start: The Rivet Engine at http:\/\/no-such-host\.invalid:6420\/? cannot be reached: the DNS lookup of 'no-such-host\.invalid' failed.*Check the endpoint/);
+	assert.doesNotMatch(ours[0], /__RIVET_ERROR_JSON__/);
 });
 
 test("a refusing endpoint: the refusal is in the error message", async () => {

@@ -17,7 +17,8 @@ use rivetkit_native_core::registry::{CoreRegistry as Core, EngineSpawnMode, Serv
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use napi::bindgen_prelude::{ClassInstance, Unknown};
+use napi::bindgen_prelude::{ClassInstance, JsObjectValue, Object, Unknown};
+use napi::ValueType;
 use rivetkit_native_core::actor::ActorFactory;
 use rivetkit_native_core::error::validate::invalid;
 
@@ -77,6 +78,11 @@ pub struct JsServeConfig {
     pub engine_start_timeout_ms: Option<f64>,
     /// How long to wait for the engine to accept this host (default 30 s).
     pub envoy_connect_timeout_ms: Option<f64>,
+    /// When `serve()` fails, set `process.exitCode` to 1 unless something
+    /// set it already (default `true`): with RivetKit's `registry.start()`
+    /// the failure is otherwise only a log line and the process exits 0.
+    /// `false` for a host that handles the rejection itself.
+    pub exit_code_on_failure: Option<bool>,
 }
 
 impl JsServeConfig {
@@ -251,7 +257,8 @@ impl CoreRegistry {
         let phase = self.phase.clone();
         let actor_metadata = core.actor_metadata();
         let metadata = self.metadata.clone();
-        spawn_promise(env, async move {
+        let exit_code_on_failure = config.as_ref().and_then(|c| c.exit_code_on_failure).unwrap_or(true);
+        let serving = async move {
             if shutdown.is_cancelled() {
                 phase.send_replace(Phase::ShutDown);
                 return Ok(());
@@ -270,11 +277,23 @@ impl CoreRegistry {
                 }
                 Err(err) => Err(err),
             };
+            let was_ready = matches!(*phase.borrow(), Phase::Ready(_));
             match &result {
                 Ok(()) => phase.send_replace(Phase::ShutDown),
-                Err(err) => phase.send_replace(Phase::Failed(RivetError::extract(err))),
+                Err(err) => {
+                    report_serve_failure(err, was_ready);
+                    phase.send_replace(Phase::Failed(RivetError::extract(err)))
+                }
             };
             result
+        };
+        env.spawn_future_with_callback(async move { Ok(serving.await) }, move |env, result| {
+            result.map_err(|err| {
+                if exit_code_on_failure {
+                    mark_process_failed(env);
+                }
+                to_js_error(env, err)
+            })
         })
     }
 
@@ -445,5 +464,38 @@ fn json_route(status: u32, body: &serde_json::Value) -> JsRegistryRouteResponse 
         status,
         headers: HashMap::from([("content-type".to_string(), "application/json".to_string())]),
         body: Buffer::from(serde_json::to_vec(body).unwrap_or_default()),
+    }
+}
+
+/// Says once, at error level and as a plain sentence, why `serve()`
+/// failed: RivetKit's `registry.start()` only logs the rejection at warn
+/// level, as the bridged JSON (docs/errors.md, "Start-up failures").
+fn report_serve_failure(err: &anyhow::Error, was_ready: bool) {
+    let e = RivetError::extract(err);
+    let code = e.qualified_code();
+    if was_ready {
+        tracing::error!(code, "the registry stopped serving: {}", e.message);
+    } else {
+        tracing::error!(code, "the registry could not start: {}", e.message);
+    }
+}
+
+/// A failed `serve()` makes the process exit with code 1 unless the host
+/// set an exit code itself (or turned this off, `exitCodeOnFailure`): with
+/// RivetKit's `registry.start()` nothing else would, and the process would
+/// report success. Never a signal handler, never an exit: only
+/// `process.exitCode`, which the host may set back.
+fn mark_process_failed(env: &Env) {
+    let set = || -> napi::Result<()> {
+        let process: Object<'_> = env.get_global()?.get_named_property("process")?;
+        let current: Unknown<'_> = process.get_named_property("exitCode")?;
+        if matches!(current.get_type()?, ValueType::Undefined | ValueType::Null) {
+            let mut process = process;
+            process.set_named_property("exitCode", 1)?;
+        }
+        Ok(())
+    };
+    if let Err(err) = set() {
+        tracing::debug!(error = %err, "could not set process.exitCode after the failed serve()");
     }
 }

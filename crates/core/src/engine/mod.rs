@@ -123,6 +123,46 @@ pub async fn diagnose_reachability(endpoint: &str) -> Option<String> {
     }
 }
 
+/// How long a failing DNS lookup of the endpoint's host is tried again
+/// before `serve()` gives up on it (a resolver that fails once may answer
+/// the next time; a typo never does).
+pub const DNS_GIVE_UP: std::time::Duration = std::time::Duration::from_millis(1_500);
+
+/// Why none of `endpoints` can be reached by name: `Some` when the DNS
+/// lookup of every endpoint's host failed (or returned no address) for
+/// [`DNS_GIVE_UP`]; `None` as soon as one resolves, when one is an IP
+/// address or no URL, or when a lookup is still unanswered at the end
+/// (the connect bound decides then).
+pub async fn unresolvable(endpoints: &[&str]) -> Option<String> {
+    let deadline = tokio::time::Instant::now() + DNS_GIVE_UP;
+    let lookups = endpoints.iter().map(|endpoint| dns_failure(endpoint, deadline));
+    let failures = futures::future::join_all(lookups).await;
+    if failures.iter().any(Option::is_none) {
+        return None;
+    }
+    Some(failures.into_iter().flatten().collect::<Vec<_>>().join("; "))
+}
+
+/// The DNS failure of one endpoint's host name, tried until `deadline`.
+async fn dns_failure(endpoint: &str, deadline: tokio::time::Instant) -> Option<String> {
+    let url = url::Url::parse(endpoint).ok()?;
+    let port = url.port_or_known_default()?;
+    let Some(url::Host::Domain(host)) = url.host() else { return None };
+    loop {
+        let lookup = tokio::time::timeout_at(deadline, tokio::net::lookup_host((host, port))).await;
+        let failure = match lookup.map(|found| found.map(|mut addrs| addrs.next().is_some())) {
+            Err(_) | Ok(Ok(true)) => return None,
+            Ok(Ok(false)) => format!("the DNS lookup of '{host}' returned no address"),
+            Ok(Err(err)) => format!("the DNS lookup of '{host}' failed: {err}"),
+        };
+        let retry = tokio::time::Instant::now() + std::time::Duration::from_millis(250);
+        if retry >= deadline {
+            return Some(failure);
+        }
+        tokio::time::sleep_until(retry).await;
+    }
+}
+
 pub(crate) fn process_env(name: &str) -> Option<String> {
     std::env::var(name).ok()
 }

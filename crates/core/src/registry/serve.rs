@@ -162,6 +162,21 @@ pub(crate) async fn connect_envoy(
     dispatcher: &Arc<Dispatcher>,
     metadata: HashMap<String, serde_json::Value>,
 ) -> anyhow::Result<EnvoyHandle> {
+    // A host name that does not resolve fails at once, not after the
+    // connect bound (the envoy client would retry it forever).
+    if let Some(cause) = engine::unresolvable(&config.endpoints()).await {
+        return Err(RivetError::new(
+            "engine",
+            "unreachable",
+            format!(
+                "The Rivet Engine at {} cannot be reached: {cause}. Check the endpoint (RIVET_ENDPOINT or the \
+                 `endpoint` option) for a typo in its host name.",
+                config.endpoint
+            ),
+        )
+        .with_metadata(serde_json::json!({ "endpoint": config.endpoint, "pool": config.pool_name }))
+        .into_anyhow());
+    }
     let envoy = start_envoy_sync(EnvoyConfig {
         version: config.version,
         endpoint: config.endpoint.clone(),
@@ -203,19 +218,24 @@ pub(crate) async fn connect_envoy(
                 reason.push_str("; ");
                 reason.push_str(&cause);
             }
-            Err(RivetError::new(
-                "engine",
-                "unreachable",
-                format!(
-                    "The Rivet Engine at {} did not accept this host as pool '{}' in namespace '{}' ({reason}). \
-                     Check that the engine is running and reachable, and that the pool has a runner config.",
-                    config.endpoint, config.pool_name, config.namespace
-                ),
-            )
-            .with_metadata(serde_json::json!({ "endpoint": config.endpoint, "pool": config.pool_name }))
-            .into_anyhow())
+            Err(unreachable(config, &reason))
         }
     }
+}
+
+/// `engine.unreachable`: the engine did not accept this host, and why.
+fn unreachable(config: &ServeConfig, reason: &str) -> anyhow::Error {
+    RivetError::new(
+        "engine",
+        "unreachable",
+        format!(
+            "The Rivet Engine at {} did not accept this host as pool '{}' in namespace '{}' ({reason}). \
+             Check that the engine is running and reachable, and that the pool has a runner config.",
+            config.endpoint, config.pool_name, config.namespace
+        ),
+    )
+    .with_metadata(serde_json::json!({ "endpoint": config.endpoint, "pool": config.pool_name }))
+    .into_anyhow()
 }
 
 #[cfg(test)]
