@@ -6,13 +6,18 @@
 // the events of each stream as they arrive.
 
 import assert from "node:assert/strict";
+import { once } from "node:events";
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { createServer } from "node:http";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 
 import { createClient } from "rivetkit/client";
 
 import { native } from "./helpers/actors.mjs";
 import { firstCall, freePort, interrupt, recordingProxy, startApp, waitForOutput } from "./helpers/app.mjs";
-import { startEngine, upsertServerlessRunnerConfig, waitFor } from "./helpers/engine.mjs";
+import { findFreePorts, startEngine, upsertServerlessRunnerConfig, waitFor } from "./helpers/engine.mjs";
 
 const POOL = "serverless-app";
 
@@ -242,12 +247,96 @@ describe("handleServerlessRequest: the napi contract", () => {
 		);
 
 		const serving = new native.CoreRegistry();
-		const served = serving.serve({ ...config, envoyConnectTimeoutMs: 100 }).catch((err) => err);
+		const served = serving.serve({ ...config, envoyConnectTimeoutMs: 100, exitCodeOnFailure: false }).catch((err) => err);
 		await assert.rejects(
 			serving.handleServerlessRequest(req, () => {}, token, config),
 			(err) => err.code === "napi.invalid_state",
 		);
 		await serving.shutdown();
 		await served;
+	});
+});
+
+describe("handleServerlessRequest: a failed engine start is not kept", () => {
+	let storage;
+	/** Pids of the engines started with our storage directory. */
+	function enginePids() {
+		const pids = [];
+		for (const entry of readdirSync("/proc")) {
+			if (!/^\d+$/.test(entry)) continue;
+			try {
+				const cmdline = readFileSync(`/proc/${entry}/cmdline`, "utf8");
+				if (cmdline.includes("rivet-engine") && cmdline.includes(storage)) pids.push(Number(entry));
+			} catch {}
+		}
+		return pids;
+	}
+
+	before(() => {
+		storage = mkdtempSync(join(tmpdir(), "rivetkit-native-serverless-engine-"));
+		// Read by the engine spawn of this process (crates/core/src/engine/paths.rs).
+		process.env.RIVETKIT_STORAGE_PATH = storage;
+	});
+
+	after(async () => {
+		delete process.env.RIVETKIT_STORAGE_PATH;
+		for (const pid of enginePids()) {
+			try {
+				process.kill(pid, "SIGTERM");
+			} catch {}
+		}
+		await waitFor(() => enginePids().length === 0, { timeoutMs: 10_000, what: "the engine to exit" }).catch(() => {
+			for (const pid of enginePids()) process.kill(pid, "SIGKILL");
+		});
+		rmSync(storage, { recursive: true, force: true });
+	});
+
+	test("a held port fails /start but not /health; once it is free, the next request starts the engine", async () => {
+		const { guard } = await findFreePorts();
+		const endpoint = `http://127.0.0.1:${guard}`;
+		const config = { endpoint, engineSpawn: "auto", serverlessPackageVersion: "1.2.3" };
+		// Something that is not an engine holds the engine's port.
+		const squatter = createServer((_req, res) => res.writeHead(404).end("not an engine"));
+		squatter.listen(guard, "127.0.0.1");
+		await once(squatter, "listening");
+
+		const registry = new native.CoreRegistry();
+		registry.register("noop", new native.NapiActorFactory({}));
+		const call = async (method, path) => {
+			let ended;
+			const done = new Promise((resolve) => (ended = resolve));
+			const chunks = [];
+			const head = await registry.handleServerlessRequest(
+				{ method, url: `http://h/api/rivet${path}`, headers: {}, body: Buffer.alloc(0) },
+				async (_err, event) => {
+					if (event.kind === "chunk") chunks.push(event.chunk);
+					if (event.kind === "end") ended();
+				},
+				new native.CancellationToken(),
+				config,
+			);
+			await done;
+			return { status: head.status, body: JSON.parse(Buffer.concat(chunks).toString() || "null") };
+		};
+		try {
+			const held = await call("POST", "/start");
+			assert.equal(held.status, 503, JSON.stringify(held.body));
+			assert.equal(`${held.body.group}.${held.body.code}`, "engine.port_occupied", JSON.stringify(held.body));
+			const health = await call("GET", "/health");
+			assert.equal(health.status, 200);
+			assert.equal(health.body.status, "ok");
+		} finally {
+			squatter.close();
+			await once(squatter, "close");
+		}
+
+		// The port is free: the next request starts the engine; /start now
+		// gets past it to the start request's own checks (no engine headers).
+		const freed = await call("POST", "/start");
+		assert.equal(freed.status, 400, JSON.stringify(freed.body));
+		assert.notEqual(freed.body.code, "port_occupied");
+		assert.equal(enginePids().length, 1, "one engine started with our storage");
+		assert.equal((await call("GET", "/health")).status, 200);
+		await registry.shutdown();
 	});
 });

@@ -177,6 +177,10 @@ impl CoreRegistry {
                 Built::Failed(err) => return Err(err.clone().into_anyhow()),
                 Built::NotYet => {}
             }
+            // A bad config is refused before the registry is taken, so a
+            // later call with a good one still finds it.
+            let settings = settings_from(&config);
+            let core_config = config.into_core()?;
             let core: Core = {
                 let mut slot = slot.lock().unwrap_or_else(|p| p.into_inner());
                 match std::mem::replace(&mut *slot, Slot::Taken) {
@@ -189,28 +193,16 @@ impl CoreRegistry {
                     }
                 }
             };
-            let settings = settings_from(&config);
-            let result = match config.into_core() {
-                Ok(core_config) => ServerlessRuntime::new(core, core_config, settings).await,
-                Err(err) => Err(err),
-            };
-            match result {
-                Ok(runtime) if shutdown.is_cancelled() => {
-                    runtime.shutdown().await;
-                    *built = Built::Failed(catalog::registry_shut_down());
-                    Err(catalog::registry_shut_down().into_anyhow())
-                }
-                Ok(runtime) => {
-                    *metadata.lock().unwrap_or_else(|p| p.into_inner()) = Some(runtime.metadata());
-                    *cell.current.lock().unwrap_or_else(|p| p.into_inner()) = Some(runtime.clone());
-                    *built = Built::Ready(runtime.clone());
-                    Ok(runtime)
-                }
-                Err(err) => {
-                    *built = Built::Failed(RivetError::extract(&err));
-                    Err(err)
-                }
+            let runtime = ServerlessRuntime::new(core, core_config, settings);
+            if shutdown.is_cancelled() {
+                runtime.shutdown().await;
+                *built = Built::Failed(catalog::registry_shut_down());
+                return Err(catalog::registry_shut_down().into_anyhow());
             }
+            *metadata.lock().unwrap_or_else(|p| p.into_inner()) = Some(runtime.metadata());
+            *cell.current.lock().unwrap_or_else(|p| p.into_inner()) = Some(runtime.clone());
+            *built = Built::Ready(runtime.clone());
+            Ok(runtime)
         }
     }
 }

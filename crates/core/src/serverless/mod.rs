@@ -56,35 +56,22 @@ pub struct ServerlessRuntime {
     streams: TaskTracker,
     shutdown: CancellationToken,
     drained: tokio::sync::OnceCell<()>,
+    /// Set once the local engine is known to run ([`Self::ensure_engine`]).
+    engine: tokio::sync::OnceCell<()>,
     /// The engine this runtime started, announced at shutdown.
     spawned_engine: Mutex<Option<u32>>,
 }
 
 impl ServerlessRuntime {
-    /// Builds the runtime from the registry. Like the serve run it finds or
-    /// starts a local engine for a local endpoint; it upserts no runner
-    /// config (a serverless pool's config points at this host's URL, and is
-    /// the user's or `configurePool`'s to write).
-    pub async fn new(
-        registry: CoreRegistry,
-        config: ServeConfig,
-        settings: ServerlessSettings,
-    ) -> anyhow::Result<Arc<Self>> {
-        let mut spawned = None;
-        if should_manage_engine(&config.endpoint, config.engine_spawn)? {
-            match engine::ensure_engine(&config.engine_options()).await? {
-                // `engine::ensure_engine` said so already, with the version.
-                engine::EngineStatus::Reused => {}
-                engine::EngineStatus::Spawned { pid, .. } => {
-                    spawned = Some(pid);
-                    tracing::info!(endpoint = %config.endpoint, pid, "Rivet Engine started")
-                }
-            }
-        }
+    /// Builds the runtime from the registry. It upserts no runner config
+    /// (a serverless pool's config points at this host's URL, and is the
+    /// user's or `configurePool`'s to write); the local engine is found or
+    /// started by the requests ([`Self::ensure_engine`]).
+    pub fn new(registry: CoreRegistry, config: ServeConfig, settings: ServerlessSettings) -> Arc<Self> {
         let actor_metadata = registry.actor_metadata();
         let dispatcher = Dispatcher::new(registry.into_factories());
         tracing::info!(base_path = %settings.base_path, "registry serving (serverless)");
-        Ok(Arc::new(Self {
+        Arc::new(Self {
             config,
             settings,
             dispatcher,
@@ -93,8 +80,32 @@ impl ServerlessRuntime {
             streams: TaskTracker::new(),
             shutdown: CancellationToken::new(),
             drained: tokio::sync::OnceCell::new(),
-            spawned_engine: Mutex::new(spawned),
-        }))
+            engine: tokio::sync::OnceCell::new(),
+            spawned_engine: Mutex::new(None),
+        })
+    }
+
+    /// Like the serve run, finds or starts a local engine for a local
+    /// endpoint. Tried by every request until it succeeds: a failure (a
+    /// held port, say) is not kept, so the host recovers once its cause is
+    /// gone, without a restart.
+    pub async fn ensure_engine(&self) -> anyhow::Result<()> {
+        self.engine
+            .get_or_try_init(|| async {
+                if should_manage_engine(&self.config.endpoint, self.config.engine_spawn)? {
+                    match engine::ensure_engine(&self.config.engine_options()).await? {
+                        // `engine::ensure_engine` said so already, with the version.
+                        engine::EngineStatus::Reused => {}
+                        engine::EngineStatus::Spawned { pid, .. } => {
+                            *self.spawned_engine.lock().unwrap_or_else(|p| p.into_inner()) = Some(pid);
+                            tracing::info!(endpoint = %self.config.endpoint, pid, "Rivet Engine started")
+                        }
+                    }
+                }
+                anyhow::Ok(())
+            })
+            .await
+            .map(|_| ())
     }
 
     pub fn settings(&self) -> &ServerlessSettings {
@@ -138,7 +149,13 @@ impl ServerlessRuntime {
     /// an error is a JSON response.
     pub async fn handle(self: &Arc<Self>, req: ServerlessRequest) -> ServerlessResponse {
         let cors = http::cors_headers(&req);
-        let mut response = match self.route(req).await {
+        // Every route but `/start` answers without the engine.
+        let engine = self.ensure_engine().await;
+        if let Err(err) = &engine {
+            let error = crate::error::RivetError::extract(err);
+            tracing::warn!(code = %error.qualified_code(), "the Rivet Engine is not available yet: {}", error.message);
+        }
+        let mut response = match self.route(req, engine).await {
             Ok(response) => response,
             Err(err) => {
                 let error = crate::error::RivetError::extract(&err);
@@ -150,7 +167,11 @@ impl ServerlessRuntime {
         response
     }
 
-    async fn route(self: &Arc<Self>, req: ServerlessRequest) -> anyhow::Result<ServerlessResponse> {
+    async fn route(
+        self: &Arc<Self>,
+        req: ServerlessRequest,
+        engine: anyhow::Result<()>,
+    ) -> anyhow::Result<ServerlessResponse> {
         let path = route_path(&self.settings.base_path, &req.path());
         Ok(match (req.method.as_str(), path.as_str()) {
             ("GET", "" | "/") => {
@@ -164,7 +185,10 @@ impl ServerlessRuntime {
             ("GET", "/metrics") => {
                 ServerlessResponse::bytes(200, METRICS_CONTENT_TYPE, metrics_text(self.active_actor_count()))
             }
-            ("GET" | "POST", "/start") => self.start(req).await?,
+            ("GET" | "POST", "/start") => {
+                engine?;
+                self.start(req).await?
+            }
             ("OPTIONS", _) => ServerlessResponse::empty(204),
             _ => ServerlessResponse::text(404, "Not Found (RivetKit)"),
         })

@@ -17,7 +17,7 @@ async fn runtime(settings: ServerlessSettings) -> Arc<ServerlessRuntime> {
         engine_spawn: EngineSpawnMode::Never,
         ..ServeConfig::default()
     };
-    ServerlessRuntime::new(CoreRegistry::new(), config, settings).await.unwrap()
+    ServerlessRuntime::new(CoreRegistry::new(), config, settings)
 }
 
 fn request(method: &str, path: &str, headers: &[(&str, &str)], body: impl Into<Bytes>) -> ServerlessRequest {
