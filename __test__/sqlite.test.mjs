@@ -380,6 +380,8 @@ describe("c.db in a RivetKit 2.3.19 app with the official client", () => {
 		const syntax = await notes.catchError("SELEKT 1");
 		assert.equal(`${syntax.group}.${syntax.code}`, "core.internal_error");
 		assert.match(syntax.metadata.error, /near "SELEKT": syntax error/);
+		// Named: the statement and the actor, in front of SQLite's message.
+		assert.match(syntax.metadata.error, /SQLite statement `SELEKT 1` of actor \w+ \(key errors, generation \d+\)/);
 		for (const args of [["INSERT INTO notes (body) VALUES (?)", "taken"], ["SELEKT 1"]]) {
 			await assert.rejects(notes.run(...args), (err) => {
 				assert.equal(err.group, "core");

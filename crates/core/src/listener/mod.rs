@@ -120,8 +120,8 @@ pub async fn serve(
     application: Option<Application>,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
-    let local: Option<SocketAddr> = listener.local_addr().ok();
-    tracing::info!(address = ?local, "listening");
+    let local = listener.local_addr().map_or_else(|_| "an unknown address".to_owned(), |a: SocketAddr| a.to_string());
+    tracing::info!(address = %local, "listening");
     let shared = Arc::new(Shared { config, routes, application });
     let connections = TaskTracker::new();
     loop {
@@ -164,7 +164,7 @@ pub async fn serve(
     if tokio::time::timeout(CONNECTIONS_WAIT, connections.wait()).await.is_err() {
         tracing::warn!("connections still open after the listener stopped");
     }
-    tracing::info!(address = ?local, "listener stopped");
+    tracing::info!(address = %local, "listener stopped");
     Ok(())
 }
 

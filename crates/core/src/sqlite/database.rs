@@ -54,6 +54,8 @@ pub struct ActorDatabase(pub(crate) Arc<Shared>);
 
 pub(crate) struct Shared {
     actor_id: String,
+    /// The actor's key, for error messages.
+    key: String,
     generation: u32,
     specifier: ActorSpecifier,
     link: Arc<dyn EngineLink>,
@@ -115,6 +117,7 @@ impl ActorDatabase {
         let generation = u32::try_from(specifier.generation).unwrap_or(u32::MAX);
         Self(Arc::new(Shared {
             actor_id: specifier.actor_id.clone(),
+            key: specifier.key.clone().unwrap_or_default(),
             generation,
             specifier,
             link,
@@ -152,12 +155,14 @@ impl ActorDatabase {
     /// Runs `sql`, any number of statements; the rows of the last one that
     /// returned rows.
     pub async fn exec(&self, sql: String) -> anyhow::Result<QueryResult> {
-        self.0.regular(|h| async move { h.exec(sql).await }).await
+        let named = self.0.statement_namer(&sql);
+        self.0.regular(|h| async move { h.exec(sql).await }).await.map_err(named)
     }
 
     /// Runs one statement with its bound parameters.
     pub async fn execute(&self, sql: String, params: Option<Vec<BindParam>>) -> anyhow::Result<ExecuteResult> {
-        self.0.regular(|h| async move { h.execute(sql, params).await }).await
+        let named = self.0.statement_namer(&sql);
+        self.0.regular(|h| async move { h.execute(sql, params).await }).await.map_err(named)
     }
 
     /// Runs the statements in one transaction: all or none.
@@ -257,6 +262,21 @@ impl Shared {
     }
 
     /// A statement outside a transaction: bounded wait, then shared gate.
+    /// What SQLite's own error on `sql` becomes: the same error, with the
+    /// actor and the statement named in front of SQLite's message (the log
+    /// line and `metadata.error` then say where it failed). Other errors
+    /// pass unchanged.
+    pub(crate) fn statement_namer(&self, sql: &str) -> impl FnOnce(anyhow::Error) -> anyhow::Error {
+        let place = format!(
+            "SQLite statement `{}` of actor {} (key {}, generation {})",
+            errors::excerpt(sql),
+            self.actor_id,
+            self.key,
+            self.generation
+        );
+        move |err| if errors::sqlite_code(&err).is_some() { err.context(place) } else { err }
+    }
+
     async fn regular<T, F, Fut>(self: &Arc<Self>, op: F) -> anyhow::Result<T>
     where
         F: FnOnce(NativeDatabaseHandle) -> Fut,

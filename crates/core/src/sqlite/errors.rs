@@ -5,7 +5,8 @@
 //! type mismatch) is not ours to classify: it stays an unstructured error
 //! whose text is SQLite's message, so it reaches JavaScript as
 //! `core.internal_error` with that message in `metadata.error`, exactly as
-//! the reference addon reports it.
+//! the reference addon reports it; we put the actor and the statement in
+//! front of it (`SQLite statement `...` of actor ...: no such table: t`).
 
 use depot_client::query::SqliteStatementError;
 use depot_client::worker::{
@@ -91,4 +92,29 @@ pub(crate) fn map(err: anyhow::Error) -> Mapped {
 /// The SQLite result code of a statement error, if it is one.
 pub fn sqlite_code(err: &anyhow::Error) -> Option<i32> {
     err.downcast_ref::<SqliteStatementError>().map(|e| e.code)
+}
+
+/// At most [`EXCERPT_CHARS`] characters of `sql` on one line, for messages.
+pub fn excerpt(sql: &str) -> String {
+    let line = sql.split_whitespace().collect::<Vec<_>>().join(" ");
+    match line.char_indices().nth(EXCERPT_CHARS) {
+        Some((cut, _)) => format!("{}...", &line[..cut]),
+        None => line,
+    }
+}
+
+/// How much of a statement an error message quotes.
+pub const EXCERPT_CHARS: usize = 120;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn excerpts_are_one_line_and_bounded() {
+        assert_eq!(excerpt("SELECT *\n  FROM t\tWHERE x = 1"), "SELECT * FROM t WHERE x = 1");
+        let long = "x".repeat(EXCERPT_CHARS + 10);
+        assert_eq!(excerpt(&long), format!("{}...", "x".repeat(EXCERPT_CHARS)));
+        assert_eq!(excerpt("é".repeat(EXCERPT_CHARS).as_str()), "é".repeat(EXCERPT_CHARS));
+    }
 }

@@ -123,7 +123,10 @@ async fn sqlite_errors_are_internal_with_the_message() {
     let syntax = g.db.execute("SELEKT 1".into(), None).await.unwrap_err();
     let e = RivetError::extract(&syntax);
     assert_eq!(e.qualified_code(), "core.internal_error");
-    assert!(e.metadata.unwrap()["error"].as_str().unwrap().contains("syntax error"));
+    let text = e.metadata.unwrap()["error"].as_str().unwrap().to_owned();
+    assert!(text.contains("syntax error"), "{text}");
+    // The actor and the statement are named in front of SQLite's message.
+    assert!(text.contains(&format!("SQLite statement `SELEKT 1` of actor {a_id}")), "{text}");
     assert_eq!(count(&g.db, "u").await, 1, "the database is still usable");
 }
 

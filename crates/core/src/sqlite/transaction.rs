@@ -118,7 +118,8 @@ impl SqliteTransaction {
         if let Some(err) = state.refusal(self.0.timeout) {
             return Err(err);
         }
-        self.0.db.with_open(|h| async move { h.execute(sql, params).await }).await
+        let named = self.0.db.statement_namer(&sql);
+        self.0.db.with_open(|h| async move { h.execute(sql, params).await }).await.map_err(named)
     }
 
     /// Runs any number of statements inside the transaction.
@@ -127,7 +128,8 @@ impl SqliteTransaction {
         if let Some(err) = state.refusal(self.0.timeout) {
             return Err(err);
         }
-        self.0.db.with_open(|h| async move { h.exec(sql).await }).await
+        let named = self.0.db.statement_namer(&sql);
+        self.0.db.with_open(|h| async move { h.exec(sql).await }).await.map_err(named)
     }
 
     /// Commits. If the commit fails, the transaction is rolled back and
