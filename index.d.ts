@@ -1038,6 +1038,13 @@ export interface JsServeConfig {
   engineStartTimeoutMs?: number
   /** How long to wait for the engine to accept this host (default 30 s). */
   envoyConnectTimeoutMs?: number
+  /**
+   * When `serve()` fails, set `process.exitCode` to 1 unless something
+   * set it already (default `true`): with RivetKit's `registry.start()`
+   * the failure is otherwise only a log line and the process exits 0.
+   * `false` for a host that handles the rejection itself.
+   */
+  exitCodeOnFailure?: boolean
 }
 
 /** A serverless request (`handleServerlessRequest`). */
