@@ -58,6 +58,7 @@ const SECONDS = {
 	"packaging.test.mjs": 100,
 	"concurrency.test.mjs": 50,
 	"compat.test.mjs": 45,
+	"readme-snippets.test.mjs": 40,
 	"reliability.test.mjs": 35,
 	"cron.test.mjs": 35,
 	"workflow.test.mjs": 30,
