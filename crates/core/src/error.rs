@@ -190,12 +190,18 @@ pub mod catalog {
         RivetError::new("actor", "stopping", message)
     }
     /// A new actor whose key the engine gave to another actor
-    /// (docs/generations.md, I13).
+    /// (docs/generations.md, I13). The code starts with `destroyed_`
+    /// because the engine destroys such an actor, and RivetKit's client
+    /// treats `actor.destroyed_*` on a key's handle as a stale resolution:
+    /// it resolves the key again and retries, reaching the owner.
     pub fn actor_duplicate_key(key: &str, owner: &str) -> RivetError {
         RivetError::new(
             "actor",
-            "duplicate_key",
-            format!("Another actor ({owner}) holds key {key:?}; this one was created in a race and does not start."),
+            "destroyed_duplicate_key",
+            format!(
+                "Another actor ({owner}) holds key {key:?}; this one was created in a race, does not start, and is \
+                 destroyed by the engine."
+            ),
         )
         .with_metadata(serde_json::json!({ "existing_actor_id": owner }))
     }

@@ -25,7 +25,7 @@ const FIRST_POLL: Duration = Duration::from_millis(20);
 const MAX_POLL: Duration = Duration::from_millis(250);
 
 /// Returns once this actor may serve under its key; fails with
-/// `actor.duplicate_key` when another actor holds the key.
+/// `actor.destroyed_duplicate_key` when another actor holds the key.
 pub async fn confirm(ctx: &ActorContext) -> anyhow::Result<()> {
     if ctx.key().segments().is_empty() {
         return Ok(());
