@@ -25,12 +25,13 @@ import { faultProxy } from "./helpers/fault-proxy.mjs";
 const LOST_THRESHOLD_MS = 8_000;
 
 /** A host of the example app on `endpoint` in `pool`. */
-async function startHost(engine, pool, name, endpoint = engine.endpoint) {
+async function startHost(engine, pool, name, endpoint = engine.endpoint, env = {}) {
 	const app = startApp("src/server.mjs", {
 		RIVET_ENDPOINT: endpoint,
 		RIVET_TOKEN: engine.token,
 		RIVET_POOL: pool,
 		RIVET_EXPOSE_ERRORS: "1",
+		...env,
 		// CLUSTER_SAFETY_LOG=<filter> (e.g. "info,rivet_envoy_client=debug") for a closer look.
 		...(process.env.CLUSTER_SAFETY_LOG ? { RIVET_LOG_LEVEL: process.env.CLUSTER_SAFETY_LOG } : {}),
 	});
@@ -139,6 +140,17 @@ describe("cluster safety", { concurrency: false }, () => {
 		const keys = Array.from({ length: 12 }, (_, i) => `kill-${i}`);
 		const traffic = load(client, { keys });
 		await waitFor(() => traffic.count >= 200, { timeoutMs: 60_000, what: "load warmed up" });
+		// Each counter broadcasts its new count: an event, too, reports a
+		// change only once it is saved (docs/durability.md). (Connected once
+		// the counters exist: a connect racing the first request for a key
+		// is the engine's getOrCreate race, not this scenario.)
+		const reported = new Map(keys.map((k) => [k, 0]));
+		const watchers = keys.map((key) => {
+			const conn = client.counter.getOrCreate([key]).connect();
+			conn.on("newCount", (count) => reported.set(key, Math.max(reported.get(key), count)));
+			return conn;
+		});
+		await waitFor(() => [...reported.values()].every((v) => v > 0), { timeoutMs: 30_000, what: "every watcher saw an event" });
 		hosts[1].child.kill("SIGKILL");
 		await hosts[1].exit;
 		// The killed host's actors come back elsewhere once the engine
@@ -146,7 +158,15 @@ describe("cluster safety", { concurrency: false }, () => {
 		await everyCounterAnswersAgain(traffic, keys, "after the kill");
 		const { answered, failures } = await traffic.stop();
 		const lost = await checkCounts(client, answered);
-		t.diagnostic(`${traffic.count} increments answered, ${failures.length} failed while the host was gone, ${lost} lost`);
+		let events = 0;
+		for (const key of keys) {
+			const final = await client.counter.getOrCreate([key]).getCount();
+			assert.ok(final >= reported.get(key), `${key}: an event reported ${reported.get(key)}, ${final} kept`);
+			events += reported.get(key) > 0 ? 1 : 0;
+		}
+		await Promise.all(watchers.map((conn) => conn.dispose()));
+		assert.ok(events > 0, "the watchers received events");
+		t.diagnostic(`${traffic.count} increments answered, ${failures.length} failed while the host was gone, ${lost} lost; events seen for ${events} counters, none ahead of what was kept`);
 		assert.equal(lost, 0);
 		for (const h of [hosts[0], hosts[2]]) await interrupt(h);
 	});
@@ -159,7 +179,10 @@ describe("cluster safety", { concurrency: false }, () => {
 	async function partition(t, pool, prefix, holdMs) {
 		const client = clientFor(pool);
 		const proxy = await faultProxy(engine.guardPort);
-		const hostA = await startHost(engine, pool, `${prefix}-a`, proxy.url);
+		// The envoy's connection lines, to see it connect under a new key.
+		const hostA = await startHost(engine, pool, `${prefix}-a`, proxy.url, {
+			RIVET_LOG_LEVEL: "info,rivet_envoy_client=warn,rivet_envoy_client::connection::native=info",
+		});
 		apps.push(hostA);
 		const keys = Array.from({ length: 6 }, (_, i) => `${prefix}-${i}`);
 		const first = new Map();
@@ -186,13 +209,19 @@ describe("cluster safety", { concurrency: false }, () => {
 		);
 		for (const h of [hostA, hostB]) await interrupt(h);
 		await proxy.close();
-		return { lost, declaredLost, moved, failures };
+		return { lost, declaredLost, moved, failures, logA: hostA.out.slice(logFrom) };
 	}
 
 	test("a partition longer than the lost threshold, then a heal, loses no answered increment", async (t) => {
-		const { lost, declaredLost } = await partition(t, "long", "long", LOST_THRESHOLD_MS + 12_000);
+		const { lost, declaredLost, logA } = await partition(t, "long", "long", LOST_THRESHOLD_MS + 12_000);
 		assert.equal(lost, 0);
 		assert.ok(declaredLost, "the cut-off host fenced its actors");
+		// After the fence the host registers again under a new envoy key
+		// (docs/durability.md, "The lease"), and that connection is made.
+		const rekeyed = /new envoy key.*new_envoy_key[=:"\s]+([0-9a-f-]{36})/.exec(logA);
+		assert.ok(rekeyed, "the fenced host replaced its envoy key");
+		const after = logA.slice(rekeyed.index);
+		assert.match(after, new RegExp(`websocket connected.*${rekeyed[1]}`), "the host connected under the new key");
 	});
 
 	test("a partition shorter than the lease moves no actor and loses nothing", async (t) => {

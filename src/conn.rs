@@ -58,7 +58,7 @@ impl ConnHandle {
     pub fn send(&self, env: &Env, name: Unknown<'_>, args: Unknown<'_>) -> napi::Result<()> {
         let read = || -> ArgResult<(String, Vec<u8>)> { Ok((args::string("name", name)?, args::bytes("args", args)?)) };
         let (name, args) = read().map_err(|e| throw(env, e))?;
-        self.conn.send(&name, &args).map_err(|e| to_js_error(env, e))
+        self.ctx.send_event(&self.conn, &name, &args).map_err(|e| to_js_error(env, e))
     }
 
     /// Closes the connection (code 1000 with `reason`); `onDisconnect` runs.
@@ -72,6 +72,6 @@ impl ConnHandle {
 /// Removes the connection from its actor, closes its socket and queues
 /// `onDisconnect` (through the actor's dispatcher entry point).
 pub(crate) fn disconnect(ctx: &CoreContext, conn: &Conn, reason: Option<&str>) {
-    conn.close_transport(1000, reason.unwrap_or("disconnected"));
+    ctx.close_conn_transport(conn, 1000, reason.unwrap_or("disconnected"));
     ctx.disconnect(conn);
 }

@@ -1729,7 +1729,7 @@ mod tests {
 				debug_latency_ms: None,
 				callbacks,
 			},
-			envoy_key: "test-envoy".to_string(),
+			envoy_key: "test-envoy".to_string().into(),
 			envoy_tx,
 			actors: Arc::new(std::sync::Mutex::new(HashMap::new())),
 			actors_notify: Arc::new(tokio::sync::Notify::new()),

@@ -19,7 +19,8 @@ pub struct SharedActorEntry {
 
 pub struct SharedContext {
 	pub config: EnvoyConfig,
-	pub envoy_key: String,
+	/// rivetkit-native patch: replaced after a fence (`crate::envoy_key`).
+	pub envoy_key: crate::envoy_key::EnvoyKey,
 	pub envoy_tx: mpsc::UnboundedSender<ToEnvoyMessage>,
 	pub actors: Arc<StdMutex<HashMap<String, HashMap<u32, SharedActorEntry>>>>,
 	pub actors_notify: Arc<Notify>,

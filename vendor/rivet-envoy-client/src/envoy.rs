@@ -477,10 +477,9 @@ fn start_envoy_sync_inner(config: EnvoyConfig) -> EnvoyHandle {
 	let (stopped_tx, _stopped_rx) = tokio::sync::watch::channel(false);
 	let (connection_session_tx, _connection_session_rx) = tokio::sync::watch::channel(0);
 
-	let envoy_key = uuid::Uuid::new_v4().to_string();
 	let shared = Arc::new(SharedContext {
 		config,
-		envoy_key,
+		envoy_key: crate::envoy_key::EnvoyKey::random(),
 		envoy_tx: envoy_tx.clone(),
 		actors: Arc::new(std::sync::Mutex::new(HashMap::new())),
 		actors_notify: Arc::new(tokio::sync::Notify::new()),
@@ -718,7 +717,7 @@ async fn envoy_loop(
 				}
 			} => {
 				branch = "lost_timeout";
-				declare_actors_lost(&mut ctx, "stopping all actors due to envoy lost threshold");
+				fence(&mut ctx, "stopping all actors due to envoy lost threshold");
 				lost_timeout = None;
 			}
 			_ = async {
@@ -730,7 +729,7 @@ async fn envoy_loop(
 				branch = "engine_ping_silence";
 				// A ping may have arrived while this branch slept.
 				if engine_ping_silence_expired(&ctx, crate::time::now_millis()) {
-					declare_actors_lost(
+					fence(
 						&mut ctx,
 						"stopping all actors because the engine stopped pinging and is about to declare them lost",
 					);
@@ -922,6 +921,19 @@ fn engine_ping_silence_wait(ctx: &EnvoyContext) -> Option<std::time::Duration> {
 	let deadline = engine_ping_silence_deadline_ms(ctx)?;
 	let remaining = (deadline - crate::time::now_millis()).max(0);
 	Some(std::time::Duration::from_millis(remaining as u64))
+}
+
+/// rivetkit-native patch: declares the actors lost and, if there were any,
+/// replaces the envoy key, which also ends the old key's connection
+/// (`crate::envoy_key`).
+fn fence(ctx: &mut EnvoyContext, message: &'static str) {
+	let had_actors = !ctx.actors.is_empty();
+	declare_actors_lost(ctx, message);
+	if had_actors && !ctx.shutting_down {
+		let old = ctx.shared.envoy_key.get();
+		let new = ctx.shared.envoy_key.rotate();
+		tracing::warn!(old_envoy_key = %old, new_envoy_key = %new, "connecting again under a new envoy key");
+	}
 }
 
 /// Stops every actor on this envoy because the engine has given up on them. The lost token is

@@ -92,8 +92,9 @@ impl EnvoyHandle {
 		crate::time::now_millis() - last < Self::PING_HEALTHY_THRESHOLD_MS
 	}
 
-	pub fn get_envoy_key(&self) -> &str {
-		&self.shared.envoy_key
+	/// rivetkit-native patch: an owned copy, since the key is replaced after a fence.
+	pub fn get_envoy_key(&self) -> std::sync::Arc<str> {
+		self.shared.envoy_key.get()
 	}
 
 	pub fn endpoint(&self) -> &str {

@@ -6,6 +6,7 @@ pub mod config;
 pub mod connection;
 pub mod context;
 pub mod envoy;
+pub mod envoy_key;
 pub mod events;
 pub mod handle;
 pub mod http;

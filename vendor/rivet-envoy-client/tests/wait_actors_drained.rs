@@ -87,7 +87,7 @@ fn build_shared(stopped: bool) -> Arc<SharedContext> {
 			debug_latency_ms: None,
 			callbacks: Arc::new(IdleCallbacks),
 		},
-		envoy_key: "test-envoy".to_string(),
+		envoy_key: "test-envoy".to_string().into(),
 		envoy_tx,
 		actors: Arc::new(std::sync::Mutex::new(HashMap::new())),
 		actors_notify: Arc::new(tokio::sync::Notify::new()),

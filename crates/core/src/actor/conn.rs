@@ -175,8 +175,17 @@ impl Conn {
     /// `conn.send(name, args)`: an event to this connection whatever it
     /// subscribed to. A connection without a socket cannot receive events.
     pub fn send(&self, name: &str, args_cbor: &[u8]) -> anyhow::Result<()> {
+        self.check_can_send()?;
         match self.transport() {
             Some(transport) => transport.send_event(name, args_cbor),
+            None => Ok(()),
+        }
+    }
+
+    /// `Err` (`connection.not_configured`) for a connection without a socket.
+    pub fn check_can_send(&self) -> anyhow::Result<()> {
+        match self.transport() {
+            Some(_) => Ok(()),
             None => Err(RivetError::new("connection", "not_configured", "Connection transport is not configured.")
                 .with_metadata(serde_json::json!({ "component": "transport" }))
                 .into_anyhow()),
@@ -330,12 +339,18 @@ impl Connections {
     /// `ctx.broadcast(name, args)`: the event goes to every connection
     /// subscribed to `name`. A failing connection is logged and skipped.
     pub fn broadcast(&self, name: &str, args_cbor: &[u8]) -> usize {
+        let targets: Vec<Conn> = self.list().into_iter().filter(|c| c.is_subscribed(name)).collect();
+        Self::send_to(&targets, name, args_cbor)
+    }
+
+    /// Sends event `name` to each of `targets`; returns how many took it.
+    pub fn send_to(targets: &[Conn], name: &str, args_cbor: &[u8]) -> usize {
         let mut sent = 0;
-        for conn in self.list().into_iter().filter(|c| c.is_subscribed(name)) {
+        for conn in targets {
             match conn.send(name, args_cbor) {
                 Ok(()) => sent += 1,
                 Err(err) => {
-                    tracing::warn!(conn = conn.id(), error = %format!("{err:#}"), "broadcast to a connection failed")
+                    tracing::warn!(conn = conn.id(), error = %format!("{err:#}"), "an event to a connection failed")
                 }
             }
         }

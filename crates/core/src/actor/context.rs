@@ -16,10 +16,21 @@ use super::activity::Activity;
 use super::lifecycle::{self, Phase};
 use super::save::{SaveOptions, SaveRequests};
 use super::{ActorKey, EngineLink};
-use crate::error::{catalog, ActorSpecifier};
+use crate::error::{catalog, ActorSpecifier, RivetError};
 
 #[derive(Clone)]
 pub struct ActorContext(Arc<Inner>);
+
+/// A context that does not keep its generation alive (for what the
+/// generation's own connections hold).
+#[derive(Clone)]
+pub struct WeakContext(std::sync::Weak<Inner>);
+
+impl WeakContext {
+    pub fn upgrade(&self) -> Option<ActorContext> {
+        self.0.upgrade().map(ActorContext)
+    }
+}
 
 struct Inner {
     actor_id: String,
@@ -91,6 +102,8 @@ struct Inner {
     /// holds the workflow revision last written to KV (`None` until read
     /// this generation).
     workflow_mark: Arc<tokio::sync::Mutex<Option<u64>>>,
+    /// Outputs held until their save is acknowledged ([`super::outbox`]).
+    outbox: super::outbox::Outbox,
 }
 
 /// Identity of a generation, as the engine gives it on start.
@@ -166,6 +179,7 @@ impl ActorContext {
             runtime_socket: super::runtime_socket::RuntimeSocket::new(config.enable_actor_runtime_socket),
             hooks: std::sync::OnceLock::new(),
             workflow_mark: Arc::new(tokio::sync::Mutex::new(None)),
+            outbox: super::outbox::Outbox::new(config.output_gate == super::OutputGate::On && config.has_state),
         }))
     }
 
@@ -489,6 +503,14 @@ impl ActorContext {
         &self.0.saves
     }
 
+    pub(crate) fn outbox(&self) -> &super::outbox::Outbox {
+        &self.0.outbox
+    }
+
+    pub fn downgrade(&self) -> WeakContext {
+        WeakContext(Arc::downgrade(&self.0))
+    }
+
     // --- connections ------------------------------------------------------
 
     /// The live connections; any of them keeps the actor awake.
@@ -508,6 +530,18 @@ impl ActorContext {
     /// Ends a connection: removed at once (idempotent), its subscriptions
     /// cleared, and `onDisconnect` handed to the actor task, which runs it
     /// however busy its traffic queue is.
+    /// Closes `conn`'s socket, after the events the output gate still holds
+    /// for it ([`super::outbox`]).
+    pub fn close_conn_transport(&self, conn: &super::Conn, code: u16, reason: &str) {
+        if !self.outbox().is_gated() || self.outbox().is_empty() {
+            conn.close_transport(code, reason);
+            return;
+        }
+        let (conn, reason) = (conn.clone(), reason.to_owned());
+        // An answer always queues; the close goes out whatever the save did.
+        let _ = self.after_save(super::outbox::Kind::Answer, move |_| conn.close_transport(code, &reason));
+    }
+
     pub fn disconnect(&self, conn: &super::Conn) {
         if !self.end_conn(conn) {
             return;
@@ -556,8 +590,54 @@ impl ActorContext {
     }
 
     /// `ctx.broadcast(name, args)` to subscribed connections.
+    ///
+    /// With the output gate on, the event leaves once the save covering
+    /// what changed before it is acknowledged ([`super::outbox`]); it goes
+    /// to the connections subscribed now, and the count is theirs.
     pub fn broadcast(&self, name: &str, args_cbor: &[u8]) -> usize {
-        self.0.conns.broadcast(name, args_cbor)
+        if !self.outbox().is_gated() {
+            return self.0.conns.broadcast(name, args_cbor);
+        }
+        let targets: Vec<super::Conn> = self.0.conns.list().into_iter().filter(|c| c.is_subscribed(name)).collect();
+        if targets.is_empty() {
+            return 0;
+        }
+        let count = targets.len();
+        let (event, args) = (name.to_owned(), args_cbor.to_vec());
+        let queued = self.after_save(super::outbox::Kind::Event, move |released| match released {
+            Ok(()) => {
+                super::Connections::send_to(&targets, &event, &args);
+            }
+            Err(err) => {
+                tracing::debug!(event, error = %err.message, "a broadcast was dropped: what it reports was not saved")
+            }
+        });
+        match queued {
+            Ok(()) => count,
+            Err(err) => {
+                tracing::warn!(event = name, error = %err.message, "a broadcast was dropped");
+                0
+            }
+        }
+    }
+
+    /// `conn.send(name, args)`: an event to one connection, held by the
+    /// output gate like a broadcast.
+    pub fn send_event(&self, conn: &super::Conn, name: &str, args_cbor: &[u8]) -> anyhow::Result<()> {
+        if !self.outbox().is_gated() {
+            return conn.send(name, args_cbor);
+        }
+        conn.check_can_send()?;
+        let (target, event, args) = (conn.clone(), name.to_owned(), args_cbor.to_vec());
+        self.after_save(super::outbox::Kind::Event, move |released| match released {
+            Ok(()) => {
+                super::Connections::send_to(std::slice::from_ref(&target), &event, &args);
+            }
+            Err(err) => {
+                tracing::debug!(event, error = %err.message, "an event was dropped: what it reports was not saved")
+            }
+        })
+        .map_err(RivetError::into_anyhow)
     }
 
     // --- activity ---------------------------------------------------------

@@ -19,6 +19,7 @@ pub mod key_owner;
 pub mod kv;
 pub mod lifecycle;
 pub mod link;
+pub mod outbox;
 pub mod output_gate;
 pub mod queue;
 pub mod runtime_socket;

@@ -62,13 +62,13 @@ impl ActorTaskHandle {
                 Err(catalog::actor_stopping(Some("the generation ended")).into_anyhow())
             }),
         };
-        saved.map_err(|err| {
-            let cause = RivetError::extract(&err);
-            not_saved(&cause.message)
-                .with_metadata(serde_json::json!({ "cause": cause.qualified_code() }))
-                .into_anyhow()
-        })
+        saved.map_err(|err| unconfirmed(&RivetError::extract(&err)).into_anyhow())
     }
+}
+
+/// The answer to work whose save failed with `cause`.
+pub fn unconfirmed(cause: &RivetError) -> RivetError {
+    not_saved(&cause.message).with_metadata(serde_json::json!({ "cause": cause.qualified_code() }))
 }
 
 /// `actor.save_unconfirmed` (503): the work ran, the engine did not confirm

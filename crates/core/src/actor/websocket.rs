@@ -33,6 +33,7 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use rivet_envoy_client::config::WebSocketSender;
 
+use super::outbox::Kind;
 use super::ConnTransport;
 use crate::error::{catalog, RivetError};
 
@@ -137,6 +138,9 @@ struct Inner {
     events: Mutex<Events>,
     /// Runs once when the socket is finished (ends the connection).
     on_finish: Mutex<Option<Box<dyn FnOnce() + Send>>>,
+    /// The generation whose output gate holds this socket's frames
+    /// (docs/durability.md); unset: frames leave at once.
+    gate: OnceLock<super::context::WeakContext>,
 }
 
 #[derive(Default)]
@@ -176,7 +180,18 @@ impl RawWebSocket {
             finished: AtomicBool::new(false),
             events: Mutex::default(),
             on_finish: Mutex::new(None),
+            gate: OnceLock::new(),
         }))
+    }
+
+    /// Holds this socket's frames behind `ctx`'s output gate (once).
+    pub fn set_gate(&self, ctx: &super::ActorContext) {
+        let _ = self.0.gate.set(ctx.downgrade());
+    }
+
+    /// The generation that gates this socket, if its gate is on.
+    fn gate(&self) -> Option<super::ActorContext> {
+        self.0.gate.get().and_then(|weak| weak.upgrade()).filter(|ctx| ctx.outbox().is_gated())
     }
 
     /// Binds the gateway's sender (once; later calls are ignored).
@@ -198,17 +213,38 @@ impl RawWebSocket {
         let Some(sender) = self.0.sender.get() else {
             return Err(catalog::invalid_state("the WebSocket is not open yet").into_anyhow());
         };
-        sender.send(data, binary);
-        Ok(())
+        match self.gate() {
+            Some(ctx) => {
+                let sender = sender.clone();
+                ctx.after_save(Kind::Event, move |released| match released {
+                    Ok(()) => sender.send(data, binary),
+                    Err(err) => tracing::debug!(error = %err.message, "a raw websocket frame was dropped: what it reports was not saved"),
+                })
+                .map_err(RivetError::into_anyhow)
+            }
+            None => {
+                sender.send(data, binary);
+                Ok(())
+            }
+        }
     }
 
     /// Closes the socket from the actor's side (default code 1000): the
-    /// close frame goes to the client, then the close event is delivered and
-    /// the connection ends. Closing twice does nothing.
+    /// close frame goes to the client (after the frames the output gate
+    /// still holds), then the close event is delivered and the connection
+    /// ends. Closing twice does nothing.
     pub fn close(&self, code: Option<u16>, reason: Option<String>) {
         let code = code.unwrap_or(1000);
         let reason = reason.unwrap_or_default();
-        self.send_close(code, &reason);
+        match (self.gate(), self.0.sender.get()) {
+            (Some(ctx), Some(sender)) if !self.0.closed.swap(true, Ordering::AcqRel) => {
+                let (sender, reason) = (sender.clone(), reason.clone());
+                // An answer always queues; the close goes out whatever the save did.
+                let _ = ctx.after_save(Kind::Answer, move |_| sender.close(Some(code), Some(reason)));
+            }
+            (Some(_), Some(_)) => {}
+            _ => self.send_close(code, &reason),
+        }
         self.finish(code, reason);
     }
 

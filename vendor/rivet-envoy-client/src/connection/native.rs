@@ -207,6 +207,10 @@ async fn single_connection(
 	shared
 		.connect_started_ms
 		.store(crate::time::now_millis(), Ordering::Release);
+	// rivetkit-native patch: a connection lives only as long as the key it
+	// was made under (`crate::envoy_key`).
+	let mut key_epoch = shared.envoy_key.subscribe();
+	key_epoch.mark_unchanged();
 	let url = super::ws_url(shared, endpoint);
 	let protocols = {
 		let mut p = vec!["rivet".to_string()];
@@ -431,6 +435,11 @@ async fn single_connection(
 				disconnect_reason = "read_idle";
 				break;
 			}
+			_ = key_epoch.changed() => {
+				tracing::warn!(envoy_key = %shared.envoy_key, "the envoy key was replaced after a fence: leaving the old key's connection");
+				disconnect_reason = "fenced";
+				break;
+			}
 			written = &mut write_failed_rx, if close_deadline.is_none() => {
 				if written.is_ok() {
 					disconnect_reason = "write_error";
@@ -533,7 +542,8 @@ async fn single_connection(
 			&& !result
 				.as_ref()
 				.is_some_and(|r| r.group == "ws" && r.error == "going_away"));
-	if engine_chose {
+	// A new key's connection is not authorized for the old one's requests.
+	if engine_chose || disconnect_reason == "fenced" {
 		shared.response_replay.forget(session);
 	}
 	super::remove_connection_for_session(shared, session).await;

@@ -120,7 +120,7 @@ mod imp {
 
 		let onmessage = {
 			let event_tx = event_tx.clone();
-			let envoy_key = shared.envoy_key.clone();
+			let envoy_key = shared.envoy_key.get();
 			Closure::<dyn FnMut(MessageEvent)>::wrap(Box::new(move |event| {
 				let data = event.data();
 				let Some(bytes) = decode_message_data(data) else {

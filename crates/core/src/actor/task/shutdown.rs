@@ -16,6 +16,9 @@ const MIN_FINAL_SAVE_TIMEOUT: Duration = Duration::from_secs(15);
 const FINAL_SAVE_RETRY_FIRST: Duration = Duration::from_millis(50);
 const FINAL_SAVE_RETRY_MAX: Duration = Duration::from_secs(1);
 const FINAL_SAVE_ATTEMPTS: u32 = 6;
+/// Once the saves are closed every gated output is answered at once; this
+/// only bounds a release that blocks.
+const OUTBOX_RELEASE_BOUND: Duration = Duration::from_secs(1);
 /// With the output gate, how long `onSleep` waits at most for the answers
 /// in flight to be saved (never more than half the grace period).
 const SLEEP_HOOK_WAIT: Duration = Duration::from_secs(2);
@@ -47,7 +50,7 @@ impl ActorTask {
             }
             if self.ctx.conns().remove(&conn) {
                 conn.clear_subscriptions();
-                conn.close_transport(1000, "actor stopping");
+                self.ctx.close_conn_transport(&conn, 1000, "actor stopping");
                 if let Some(fut) = self.factory.hooks.on_disconnect(&self.ctx, &conn) {
                     let timeout = self.factory.config.on_connect_timeout;
                     self.inflight.spawn(async move {
@@ -127,6 +130,8 @@ impl ActorTask {
             self.ctx.saves().finish_save(revision, &result);
         }
         self.ctx.saves().close(catalog::actor_stopping(Some("the generation stopped")));
+        // Every gated output now has its answer (docs/durability.md).
+        self.ctx.outbox().idle(OUTBOX_RELEASE_BOUND).await;
         // The runtime socket's clients are database clients: gone first.
         self.ctx.shutdown_runtime_socket().await;
         self.ctx.close_sqlite().await;
@@ -154,6 +159,7 @@ impl ActorTask {
         }
         // No save runs again: waiting answers are refused, later requests too.
         self.ctx.saves().close(catalog::actor_stopping(Some("the generation was lost before the save")));
+        self.ctx.outbox().idle(OUTBOX_RELEASE_BOUND).await;
         self.reply_to_stops(Ok(()));
         // Commands that raced the lost signal still get an answer.
         self.lifecycle_rx.close();

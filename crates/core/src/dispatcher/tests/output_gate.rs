@@ -136,3 +136,124 @@ async fn with_the_gate_off_sleep_grace_still_serves() {
     sleep_gate.release();
     stop.await.unwrap().unwrap();
 }
+
+/// Records what reaches the client, and how many engine writes had landed
+/// when it did.
+struct Wire {
+    log: std::sync::Mutex<Vec<(String, usize)>>,
+    link: std::sync::Arc<crate::actor::link::MemoryLink>,
+}
+
+impl Wire {
+    fn new(h: &Harness) -> std::sync::Arc<Self> {
+        std::sync::Arc::new(Self { log: Default::default(), link: h.link.clone() })
+    }
+    fn push(&self, what: &str) {
+        self.log.lock().unwrap().push((what.to_owned(), self.link.puts.load(SeqCst)));
+    }
+    fn sent(&self) -> Vec<String> {
+        self.log.lock().unwrap().iter().map(|(what, _)| what.clone()).collect()
+    }
+}
+
+impl crate::actor::ConnTransport for Wire {
+    fn send_event(&self, name: &str, _args_cbor: &[u8]) -> anyhow::Result<()> {
+        self.push(&format!("event:{name}"));
+        Ok(())
+    }
+    fn close(&self, _code: u16, _reason: &str) {
+        self.push("close");
+    }
+}
+
+fn subscribed(ctx: &crate::actor::ActorContext, wire: &std::sync::Arc<Wire>, event: &str) -> crate::actor::Conn {
+    let conn = crate::actor::Conn::new("c".into(), vec![], Some(wire.clone()), None);
+    conn.subscribe(event);
+    ctx.conns().insert(conn.clone());
+    conn
+}
+
+/// An event, a connection's own event and the answer after them leave in
+/// the order they were produced, and only once a save covering the change
+/// before them was acknowledged (docs/durability.md, "The output gate").
+#[tokio::test(start_paused = true)]
+async fn events_and_answers_leave_in_order_once_their_save_is_acknowledged() {
+    let h = stateful(OutputGate::On);
+    let ctx = h.start(1).await;
+    let handle = h.dispatcher.active_actor("actor").unwrap();
+    let wire = Wire::new(&h);
+    let conn = subscribed(&ctx, &wire, "changed");
+    handle.action("set:x".into(), vec![]).await.unwrap();
+    let puts = h.link.puts.load(SeqCst);
+    // Queued from a thread that is no runtime's, as from JavaScript.
+    let from_js = ctx.clone();
+    let counted = std::thread::spawn(move || from_js.broadcast("changed", &[])).join().unwrap();
+    assert_eq!(counted, 1, "counted when queued");
+    ctx.send_event(&conn, "direct", &[]).unwrap();
+    let answered = wire.clone();
+    ctx.after_save(crate::actor::outbox::Kind::Answer, move |released| {
+        released.unwrap();
+        answered.push("answer");
+    })
+    .unwrap();
+    assert!(wire.sent().is_empty(), "nothing leaves before the save");
+    handle.output_gate().await.unwrap();
+    tokio::task::yield_now().await;
+    assert_eq!(wire.sent(), ["event:changed", "event:direct", "answer"]);
+    for (what, at) in wire.log.lock().unwrap().iter() {
+        assert!(*at > puts, "{what} left after the save of the change was written");
+    }
+    let record = storage::load_record(&ctx).await.unwrap().unwrap();
+    assert_eq!(record.state, b"x".to_vec());
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_event_whose_save_failed_is_dropped_and_a_close_still_goes_out() {
+    let h = stateful(OutputGate::On);
+    let ctx = h.start(1).await;
+    let handle = h.dispatcher.active_actor("actor").unwrap();
+    let wire = Wire::new(&h);
+    let conn = subscribed(&ctx, &wire, "changed");
+    h.link.failing_puts.store(1, SeqCst);
+    handle.action("set:x".into(), vec![]).await.unwrap();
+    ctx.broadcast("changed", &[]);
+    ctx.close_conn_transport(&conn, 1000, "bye");
+    assert!(wire.sent().is_empty(), "the close waits behind the event");
+    let _ = handle.output_gate().await;
+    tokio::task::yield_now().await;
+    assert_eq!(wire.sent(), ["close"], "the unsaved change was not reported; the close kept its place");
+    // The actor keeps working: the next event leaves once a save lands.
+    let wire = Wire::new(&h);
+    subscribed(&ctx, &wire, "again");
+    handle.action("set:y".into(), vec![]).await.unwrap();
+    ctx.broadcast("again", &[]);
+    handle.output_gate().await.unwrap();
+    tokio::task::yield_now().await;
+    assert_eq!(wire.sent(), ["event:again"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn with_the_gate_off_events_leave_at_once() {
+    let h = stateful(OutputGate::Off);
+    let ctx = h.start(1).await;
+    let wire = Wire::new(&h);
+    let conn = subscribed(&ctx, &wire, "changed");
+    ctx.broadcast("changed", &[]);
+    ctx.send_event(&conn, "direct", &[]).unwrap();
+    assert_eq!(wire.sent(), ["event:changed", "event:direct"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stopped_generation_releases_what_it_held() {
+    let h = stateful(OutputGate::On);
+    let ctx = h.start(1).await;
+    let handle = h.dispatcher.active_actor("actor").unwrap();
+    let wire = Wire::new(&h);
+    subscribed(&ctx, &wire, "changed");
+    handle.action("set:x".into(), vec![]).await.unwrap();
+    ctx.broadcast("changed", &[]);
+    let (d, stop) = (h.dispatcher.clone(), crate::dispatcher::StopHandle::new(|_| {}));
+    d.stop_actor("actor", 1, crate::dispatcher::StopReason::SleepIntent, stop).await.unwrap();
+    assert!(wire.sent().contains(&"event:changed".to_owned()), "released by the final save: {:?}", wire.sent());
+    assert!(ctx.outbox().is_empty());
+}

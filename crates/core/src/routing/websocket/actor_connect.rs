@@ -10,6 +10,8 @@ use rivet_envoy_client::config::{WebSocketHandler, WebSocketMessage, WebSocketSe
 
 use super::transport::SocketTransport;
 use super::SocketInfo;
+use crate::actor::outbox::Kind;
+use crate::actor::output_gate::unconfirmed;
 use crate::actor::save::SaveOptions;
 use crate::actor::{conn, ActorTaskHandle, Conn, ConnTransport, Hibernation, HttpRequest};
 use crate::dispatcher::Dispatcher;
@@ -241,17 +243,30 @@ impl Socket {
 
     async fn run_action(self: Arc<Self>, id: u64, name: String, args: Vec<u8>, index: u16) {
         let hibernating_index = self.conn.is_hibernatable().then_some(index);
-        let mut result = self.handle.action_on(Some(self.conn.clone()), hibernating_index, name.clone(), args).await;
+        let result = self.handle.action_on(Some(self.conn.clone()), hibernating_index, name.clone(), args).await;
         if let Err(err) = &result {
             failure::log_failed_call(self.handle.context(), Transport::WebSocket, Call::Action(&name), err);
         }
         if result.is_ok() {
-            // Answered (and acknowledged) only once what it changed is saved
-            // (docs/durability.md); a refused one may be replayed below.
-            if let Err(err) = self.handle.output_gate().await {
-                result = Err(err);
-            }
+            // Answered (and acknowledged) only once what it changed is saved,
+            // in order with the events before it (docs/durability.md); a
+            // refused one may be replayed below.
+            let socket = self.clone();
+            let ctx = self.handle.context().clone();
+            let _ = ctx.after_save(Kind::Answer, move |released| {
+                let result = match released {
+                    Ok(()) => result,
+                    Err(err) => Err(unconfirmed(&err).into_anyhow()),
+                };
+                socket.answer(id, index, result);
+            });
+            return;
         }
+        self.answer(id, index, result);
+    }
+
+    /// Acknowledges and answers action `id` (client message `index`).
+    fn answer(&self, id: u64, index: u16, result: anyhow::Result<Vec<u8>>) {
         if result.is_err() && self.replay_later() {
             return;
         }
