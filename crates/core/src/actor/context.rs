@@ -527,9 +527,6 @@ impl ActorContext {
         &self.0.dispatch
     }
 
-    /// Ends a connection: removed at once (idempotent), its subscriptions
-    /// cleared, and `onDisconnect` handed to the actor task, which runs it
-    /// however busy its traffic queue is.
     /// Closes `conn`'s socket, after the events the output gate still holds
     /// for it ([`super::outbox`]).
     pub fn close_conn_transport(&self, conn: &super::Conn, code: u16, reason: &str) {
@@ -542,6 +539,9 @@ impl ActorContext {
         let _ = self.after_save(super::outbox::Kind::Answer, move |_| conn.close_transport(code, &reason));
     }
 
+    /// Ends a connection: removed at once (idempotent), its subscriptions
+    /// cleared, and `onDisconnect` handed to the actor task, which runs it
+    /// however busy its traffic queue is.
     pub fn disconnect(&self, conn: &super::Conn) {
         if !self.end_conn(conn) {
             return;
@@ -603,16 +603,7 @@ impl ActorContext {
             return 0;
         }
         let count = targets.len();
-        let (event, args) = (name.to_owned(), args_cbor.to_vec());
-        let queued = self.after_save(super::outbox::Kind::Event, move |released| match released {
-            Ok(()) => {
-                super::Connections::send_to(&targets, &event, &args);
-            }
-            Err(err) => {
-                tracing::debug!(event, error = %err.message, "a broadcast was dropped: what it reports was not saved")
-            }
-        });
-        match queued {
+        match self.queue_event(targets, name, args_cbor) {
             Ok(()) => count,
             Err(err) => {
                 tracing::warn!(event = name, error = %err.message, "a broadcast was dropped");
@@ -628,16 +619,21 @@ impl ActorContext {
             return conn.send(name, args_cbor);
         }
         conn.check_can_send()?;
-        let (target, event, args) = (conn.clone(), name.to_owned(), args_cbor.to_vec());
+        self.queue_event(vec![conn.clone()], name, args_cbor).map_err(RivetError::into_anyhow)
+    }
+
+    /// Queues event `name` for `targets` behind the output gate; it is
+    /// dropped if the save it waits for fails.
+    fn queue_event(&self, targets: Vec<super::Conn>, name: &str, args_cbor: &[u8]) -> Result<(), RivetError> {
+        let (event, args) = (name.to_owned(), args_cbor.to_vec());
         self.after_save(super::outbox::Kind::Event, move |released| match released {
             Ok(()) => {
-                super::Connections::send_to(std::slice::from_ref(&target), &event, &args);
+                super::Connections::send_to(&targets, &event, &args);
             }
             Err(err) => {
                 tracing::debug!(event, error = %err.message, "an event was dropped: what it reports was not saved")
             }
         })
-        .map_err(RivetError::into_anyhow)
     }
 
     // --- activity ---------------------------------------------------------
