@@ -48,6 +48,29 @@ pub async fn handle_commands(ctx: &mut EnvoyContext, commands: Vec<protocol::Com
 		ctx.processed_command_idx
 			.insert(dedup_key, checkpoint.index);
 
+		// rivetkit-native patch: a start for a generation that stopped here
+		// (or whose stop came first) is a late duplicate; running it would
+		// run a generation the engine no longer tracks (`crate::stopped_here`).
+		// Its index is recorded above, so the batch ack below lets the
+		// engine forget it instead of replaying it on every reconnect.
+		if matches!(
+			command_wrapper.inner,
+			protocol::Command::CommandStartActor(_)
+		) && ctx
+			.stopped_here
+			.blocks_start(&checkpoint.actor_id, checkpoint.generation)
+			&& ctx
+				.get_actor(&checkpoint.actor_id, Some(checkpoint.generation))
+				.is_none()
+		{
+			tracing::info!(
+				actor_id = %checkpoint.actor_id,
+				generation = checkpoint.generation,
+				"dropped a late start for a generation that already stopped here"
+			);
+			continue;
+		}
+
 		match command_wrapper.inner {
 			protocol::Command::CommandStartActor(val) => {
 				let actor_name = val.config.name.clone();
@@ -86,11 +109,18 @@ pub async fn handle_commands(ctx: &mut EnvoyContext, commands: Vec<protocol::Com
 						reason: val.reason,
 					});
 				} else {
-					tracing::warn!(
-						actor_id = %checkpoint.actor_id,
-						generation = checkpoint.generation,
-						"received stop actor command for unknown actor"
-					);
+					// rivetkit-native patch: a stop for a generation this envoy
+					// does not host is answered, so the engine ends the stop now
+					// instead of waiting out its threshold; a start it overtook
+					// is dropped on arrival (the floor). A generation that ran
+					// here reports its own `Stopped` (its task, or the lost
+					// path), so only one never seen here is answered.
+					report_unhosted_generation_stopped(
+						ctx,
+						&checkpoint.actor_id,
+						checkpoint.generation,
+					)
+					.await;
 				}
 			}
 		}
@@ -205,4 +235,41 @@ async fn send_ack_checkpoints(
 		}),
 	)
 	.await
+}
+
+/// rivetkit-native patch: answers the engine's stop for a generation this
+/// envoy never ran with `Stopped` (as rivet-envoy-client 3.0 does), after
+/// raising the actor's stopped floor so that a start the stop overtook is
+/// dropped. A generation that stopped here already sent its own `Stopped`.
+async fn report_unhosted_generation_stopped(
+	ctx: &mut EnvoyContext,
+	actor_id: &str,
+	generation: u32,
+) {
+	if ctx.stopped_here.contains(actor_id, Some(generation)) {
+		tracing::debug!(%actor_id, generation, "stop for a generation that already stopped here");
+		return;
+	}
+	ctx.stopped_here
+		.raise_floor(actor_id, generation, crate::time::Instant::now());
+	tracing::info!(%actor_id, generation, "stop for a generation this envoy does not host: reporting it stopped");
+	let index = ctx
+		.pending_events
+		.get(&(actor_id.to_owned(), generation))
+		.and_then(|pending| pending.events.iter().map(|e| e.checkpoint.index).max())
+		.map_or(0, |index| index + 1);
+	let event = protocol::EventWrapper {
+		checkpoint: protocol::ActorCheckpoint {
+			actor_id: actor_id.to_owned(),
+			generation,
+			index,
+		},
+		inner: protocol::Event::EventActorStateUpdate(protocol::EventActorStateUpdate {
+			state: protocol::ActorState::ActorStateStopped(protocol::ActorStateStopped {
+				code: protocol::StopCode::Ok,
+				message: None,
+			}),
+		}),
+	};
+	crate::events::handle_send_events(ctx, vec![event]).await;
 }

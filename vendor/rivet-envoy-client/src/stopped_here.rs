@@ -40,20 +40,87 @@ pub struct Parked {
 	pub at: Instant,
 }
 
+/// How long an actor's stopped floor holds (see [`StoppedHere::blocks_start`]):
+/// past the engine's command deadline plus its lost threshold, the window
+/// in which a start it forwarded can still arrive (as rivet-envoy-client
+/// 3.0 does).
+pub const FLOOR_FOR: Duration = Duration::from_secs(120);
+/// Floors kept at most (as rivet-envoy-client 3.0): a backstop for stop
+/// rates that [`FLOOR_FOR`] alone cannot bound. At the cap the oldest floor
+/// is forgotten early, with a warning.
+pub const FLOOR_CAPACITY: usize = 65_536;
+
 #[derive(Default)]
 pub struct StoppedHere {
 	at: HashMap<(String, u32), Instant>,
+	/// Per actor, the highest generation stopped (or declared lost, or
+	/// answered as not hosted) here, and when.
+	floor: HashMap<String, (u32, Instant)>,
+	/// Sizes at which each map is next pruned by age: twice what the last
+	/// prune left, so pruning costs O(1) per insert over time.
+	prune_at_above: usize,
+	prune_floor_above: usize,
 }
 
 impl StoppedHere {
 	pub fn insert(&mut self, actor_id: &str, generation: u32) {
-		if self.at.len() >= PRUNE_ABOVE {
-			let now = Instant::now();
+		let now = Instant::now();
+		if self.at.len() >= self.prune_at_above.max(PRUNE_ABOVE) {
 			self.at
 				.retain(|_, at| now.duration_since(*at) < REMEMBER_FOR);
+			self.prune_at_above = self.at.len() * 2;
 		}
-		self.at
-			.insert((actor_id.to_owned(), generation), Instant::now());
+		self.at.insert((actor_id.to_owned(), generation), now);
+		self.raise_floor(actor_id, generation, now);
+	}
+
+	/// Records that `generation` of `actor_id` will not run here, without
+	/// making it a tombstone for requests (it never ran here).
+	pub fn raise_floor(&mut self, actor_id: &str, generation: u32, now: Instant) {
+		if !self.floor.contains_key(actor_id) {
+			self.make_room_for_a_floor(now);
+		}
+		let floor = self
+			.floor
+			.entry(actor_id.to_owned())
+			.or_insert((generation, now));
+		if generation >= floor.0 {
+			*floor = (generation, now);
+		}
+	}
+
+	fn make_room_for_a_floor(&mut self, now: Instant) {
+		if self.floor.len() >= self.prune_floor_above.max(PRUNE_ABOVE) {
+			self.floor
+				.retain(|_, (_, at)| now.duration_since(*at) < FLOOR_FOR);
+			self.prune_floor_above = self.floor.len() * 2;
+		}
+		if self.floor.len() < FLOOR_CAPACITY {
+			return;
+		}
+		// Still full of live floors: forget the oldest eighth at once, so the
+		// sort is paid once per many inserts.
+		let mut ages: Vec<Instant> = self.floor.values().map(|(_, at)| *at).collect();
+		let cut = ages.len() / 8;
+		ages.select_nth_unstable(cut);
+		let cutoff = ages[cut];
+		let before = self.floor.len();
+		self.floor.retain(|_, (_, at)| *at > cutoff);
+		tracing::warn!(
+			capacity = FLOOR_CAPACITY,
+			forgotten = before - self.floor.len(),
+			"too many actors stopped here within the floor's lifetime: forgetting the oldest floors early"
+		);
+	}
+
+	/// Whether a start for `generation` of `actor_id` is a late duplicate:
+	/// that generation, or a newer one, stopped here in the last
+	/// [`FLOOR_FOR`]. Generations only grow per actor, so starting it would
+	/// run a generation the engine no longer tracks.
+	pub fn blocks_start(&self, actor_id: &str, generation: u32) -> bool {
+		self.floor.get(actor_id).is_some_and(|(floor, at)| {
+			generation <= *floor && Instant::now().duration_since(*at) < FLOOR_FOR
+		})
 	}
 
 	/// Whether this envoy stopped that generation (any, without one) in
@@ -97,6 +164,25 @@ mod tests {
 	}
 
 	#[test]
+	fn a_start_at_or_below_the_floor_is_blocked() {
+		let mut stopped = StoppedHere::default();
+		stopped.insert("a", 3);
+		assert!(stopped.blocks_start("a", 3));
+		assert!(stopped.blocks_start("a", 1));
+		assert!(!stopped.blocks_start("a", 4));
+		assert!(!stopped.blocks_start("b", 1));
+		// The floor only rises.
+		stopped.insert("a", 2);
+		assert!(stopped.blocks_start("a", 3));
+		stopped.raise_floor("c", 5, Instant::now());
+		assert!(stopped.blocks_start("c", 5));
+		assert!(
+			!stopped.contains("c", Some(5)),
+			"a floor alone is no tombstone"
+		);
+	}
+
+	#[test]
 	fn stays_bounded() {
 		let mut stopped = StoppedHere::default();
 		for i in 0..(PRUNE_ABOVE * 3) {
@@ -104,5 +190,23 @@ mod tests {
 		}
 		// Nothing is old enough to prune here; the bound is by age.
 		assert_eq!(stopped.len(), PRUNE_ABOVE * 3);
+	}
+
+	#[test]
+	fn floors_stay_under_their_cap() {
+		let mut stopped = StoppedHere::default();
+		let now = Instant::now();
+		for i in 0..(FLOOR_CAPACITY + 10) {
+			let at = now + Duration::from_micros(i as u64);
+			stopped.raise_floor(&format!("actor-{i}"), 1, at);
+		}
+		assert!(stopped.floor.len() <= FLOOR_CAPACITY);
+		// The newest floors are kept; a known actor's floor rises in place.
+		let newest = format!("actor-{}", FLOOR_CAPACITY + 9);
+		assert!(stopped.blocks_start(&newest, 1));
+		let len = stopped.floor.len();
+		stopped.raise_floor(&newest, 4, now);
+		assert_eq!(stopped.floor.len(), len);
+		assert!(stopped.blocks_start(&newest, 4));
 	}
 }

@@ -439,25 +439,144 @@ async fn stop_ack_retried_via_replay_after_failed_send() {
 	assert_eq!(checkpoints[0].index, 5);
 }
 
+/// Every message the envoy queued for the engine so far, decoded.
+fn sent_messages(ws_rx: &mut mpsc::UnboundedReceiver<WsTxMessage>) -> Vec<protocol::ToRivet> {
+	let mut sent = Vec::new();
+	while let Ok(msg) = ws_rx.try_recv() {
+		let WsTxMessage::Send(bytes) = msg else {
+			panic!("expected a websocket send, got a close");
+		};
+		sent.push(
+			protocol::versioned::ToRivet::deserialize(&bytes, protocol::PROTOCOL_VERSION)
+				.expect("failed to decode ToRivet message"),
+		);
+	}
+	sent
+}
+
+fn acked(sent: &[protocol::ToRivet]) -> Vec<(String, u32, i64)> {
+	sent.iter()
+		.filter_map(|msg| match msg {
+			protocol::ToRivet::ToRivetAckCommands(val) => Some(&val.last_command_checkpoints),
+			_ => None,
+		})
+		.flatten()
+		.map(|cp| (cp.actor_id.clone(), cp.generation, cp.index))
+		.collect()
+}
+
+/// The `Stopped` events among `sent`, as (actor, generation, index, code).
+fn stopped_events(sent: &[protocol::ToRivet]) -> Vec<(String, u32, i64)> {
+	sent.iter()
+		.filter_map(|msg| match msg {
+			protocol::ToRivet::ToRivetEvents(events) => Some(events),
+			_ => None,
+		})
+		.flatten()
+		.filter(|event| {
+			matches!(
+				&event.inner,
+				protocol::Event::EventActorStateUpdate(protocol::EventActorStateUpdate {
+					state: protocol::ActorState::ActorStateStopped(protocol::ActorStateStopped {
+						code: protocol::StopCode::Ok,
+						..
+					}),
+				})
+			)
+		})
+		.map(|event| {
+			(
+				event.checkpoint.actor_id.clone(),
+				event.checkpoint.generation,
+				event.checkpoint.index,
+			)
+		})
+		.collect()
+}
+
 #[tokio::test]
-async fn unknown_actor_stop_is_acked() {
+async fn unknown_actor_stop_is_acked_and_answered_stopped() {
 	let mut ctx = new_envoy_context();
 	let (ws_tx, mut ws_rx) = mpsc::unbounded_channel();
 	*ctx.shared.ws_tx.lock().await = Some(ws_tx);
 
 	// No actor inserted: models a stop replayed to a process that never started
-	// it (e.g. after restart). It must still be acked to stop the replay.
+	// it (e.g. after restart), or a stop that overtook its start. It must still
+	// be acked to stop the replay, and answered so the engine ends the stop
+	// now rather than after its threshold (rivet-envoy-client 3.0).
 	handle_commands(&mut ctx, vec![stop_command("actor-gone", 3, 9)]).await;
 
-	let checkpoints = decode_ack_checkpoints(
-		ws_rx
-			.try_recv()
-			.expect("unknown-actor stop should still ack"),
+	let sent = sent_messages(&mut ws_rx);
+	assert_eq!(acked(&sent), vec![("actor-gone".to_string(), 3, 9)]);
+	assert_eq!(
+		stopped_events(&sent),
+		vec![("actor-gone".to_string(), 3, 0)]
 	);
-	assert_eq!(checkpoints.len(), 1);
-	assert_eq!(checkpoints[0].actor_id, "actor-gone");
-	assert_eq!(checkpoints[0].generation, 3);
-	assert_eq!(checkpoints[0].index, 9);
+}
+
+#[tokio::test]
+async fn a_start_overtaken_by_its_stop_is_dropped_and_acked() {
+	let mut ctx = new_envoy_context();
+	let (ws_tx, mut ws_rx) = mpsc::unbounded_channel();
+	*ctx.shared.ws_tx.lock().await = Some(ws_tx);
+
+	handle_commands(&mut ctx, vec![stop_command("actor-a", 3, 9)]).await;
+	sent_messages(&mut ws_rx);
+
+	// The tick acked and cleared the dedup entry; the late start still must
+	// not run generation 3, and is acked so the engine forgets it.
+	ctx.processed_command_idx.clear();
+	handle_commands(&mut ctx, vec![start_command("actor-a", 3, 1)]).await;
+	assert!(
+		ctx.get_actor("actor-a", None).is_none(),
+		"a stopped generation ran"
+	);
+	let sent = sent_messages(&mut ws_rx);
+	assert_eq!(acked(&sent), vec![("actor-a".to_string(), 3, 1)]);
+	assert!(stopped_events(&sent).is_empty());
+
+	// An older generation is below the floor too; a newer one runs.
+	handle_commands(&mut ctx, vec![start_command("actor-a", 2, 1)]).await;
+	assert!(
+		ctx.get_actor("actor-a", None).is_none(),
+		"an older generation ran"
+	);
+	handle_commands(&mut ctx, vec![start_command("actor-a", 4, 1)]).await;
+	assert!(
+		ctx.get_actor("actor-a", Some(4)).is_some(),
+		"the next generation did not run"
+	);
+}
+
+#[tokio::test]
+async fn a_late_start_for_a_generation_that_stopped_here_is_dropped() {
+	let mut ctx = new_envoy_context();
+	let (ws_tx, mut ws_rx) = mpsc::unbounded_channel();
+	*ctx.shared.ws_tx.lock().await = Some(ws_tx);
+
+	handle_commands(&mut ctx, vec![start_command("actor-a", 2, 1)]).await;
+	assert!(ctx.get_actor("actor-a", Some(2)).is_some());
+	// The generation ends here (its task reported Stopped and left).
+	ctx.remove_actor("actor-a", 2);
+	ctx.processed_command_idx.clear();
+	sent_messages(&mut ws_rx);
+
+	// A start replayed after the dedup entry was cleared (the race named in
+	// `send_command_ack`) would resurrect it.
+	handle_commands(&mut ctx, vec![start_command("actor-a", 2, 1)]).await;
+	assert!(
+		ctx.get_actor("actor-a", None).is_none(),
+		"a stopped generation came back"
+	);
+
+	// A stop for it is acked, but its own task already reported `Stopped`.
+	handle_commands(&mut ctx, vec![stop_command("actor-a", 2, 5)]).await;
+	let sent = sent_messages(&mut ws_rx);
+	assert!(
+		stopped_events(&sent).is_empty(),
+		"a second Stopped was sent"
+	);
+	assert!(acked(&sent).contains(&("actor-a".to_string(), 2, 5)));
 }
 
 #[tokio::test]
