@@ -46,6 +46,9 @@ pub enum ToActor {
 		message_id: protocol::MessageId,
 		req: protocol::ToEnvoyRequestStart,
 		connection_session: u64,
+		/// rivetkit-native patch: the request's place in its actor's queue,
+		/// given back when the task takes it (`crate::queued_requests`).
+		queued: Option<crate::queued_requests::QueuedRequest>,
 	},
 	ConnectionClosed {
 		session: u64,
@@ -150,6 +153,59 @@ enum StopProgress {
 	Pending(PendingStop),
 }
 
+/// rivetkit-native patch: closes the inbox of a generation whose start
+/// failed and answers every HTTP request that waited in it with
+/// `actor.restarting` (503, retryable), so that none waits out the
+/// gateway's timeout and the client's retry is routed again (as
+/// rivet-envoy-client 3.0 does, which answers `envoy.actor_not_found`).
+/// A request that comes later finds the inbox closed and is refused at
+/// admission.
+async fn reject_queued_requests(
+	shared: &Arc<SharedContext>,
+	actor_id: &str,
+	generation: u32,
+	rx: &mut mpsc::UnboundedReceiver<ToActor>,
+) {
+	rx.close();
+	let mut rejected = 0usize;
+	while let Ok(message) = rx.try_recv() {
+		let ToActor::ReqStart {
+			message_id,
+			req,
+			connection_session,
+			queued,
+		} = message
+		else {
+			continue;
+		};
+		drop(queued);
+		rejected += 1;
+		crate::tunnel::send_error_response_from(
+			shared,
+			req.response_stream.then_some(connection_session),
+			message_id.gateway_id,
+			message_id.request_id,
+			"actor.restarting",
+			"Actor failed to start before taking the request. Retry the request.",
+			Some((actor_id, generation)),
+		)
+		.await;
+		let _ = crate::envoy::send_to_envoy_tx(
+			shared,
+			crate::envoy::ToEnvoyMessage::HttpRequestComplete {
+				gateway_id: message_id.gateway_id,
+				request_id: message_id.request_id,
+			},
+		);
+	}
+	if rejected > 0 {
+		tracing::info!(
+			rejected,
+			"answered the requests that waited for a start that failed"
+		);
+	}
+}
+
 pub fn create_actor(
 	shared: Arc<SharedContext>,
 	actor_id: String,
@@ -244,6 +300,7 @@ async fn actor_inner(
 	if let Err(error) = start_result {
 		let error_chain = error.chain().map(ToString::to_string).collect::<Vec<_>>();
 		tracing::error!(?error, error_chain = ?error_chain, "actor start failed");
+		reject_queued_requests(&shared, &actor_id, generation, &mut rx).await;
 		send_event(
 			&mut ctx,
 			protocol::Event::EventActorStateUpdate(protocol::EventActorStateUpdate {
@@ -259,6 +316,7 @@ async fn actor_inner(
 	if let Some(meta_entries) = handle.take_pending_hibernation_restore(&actor_id) {
 		if let Err(error) = handle_hws_restore(&mut ctx, &handle, meta_entries).await {
 			tracing::error!(?error, "actor hibernation restore failed");
+			reject_queued_requests(&shared, &actor_id, generation, &mut rx).await;
 			send_event(
 				&mut ctx,
 				protocol::Event::EventActorStateUpdate(protocol::EventActorStateUpdate {
@@ -406,7 +464,8 @@ async fn actor_inner(
 							let _ = ack_tx.send(());
 						}
 					}
-					ToActor::ReqStart { message_id, req, connection_session } => {
+					ToActor::ReqStart { message_id, req, connection_session, queued } => {
+						drop(queued);
 						http::handle_req_start(
 							&mut ctx,
 							&handle,
@@ -1727,6 +1786,8 @@ mod tests {
 				metadata: None,
 				not_global: true,
 				debug_latency_ms: None,
+				max_queued_requests_per_actor:
+					crate::queued_requests::DEFAULT_MAX_QUEUED_REQUESTS_PER_ACTOR,
 				callbacks,
 			},
 			envoy_key: "test-envoy".to_string().into(),
@@ -1963,6 +2024,7 @@ mod tests {
 				message_id: message_id(),
 				req: request_start(),
 				connection_session: 1,
+				queued: None,
 			})
 			.expect("failed to send request start");
 
@@ -1982,6 +2044,144 @@ mod tests {
 			})
 			.expect("failed to send stop");
 		wait_for_stopped_event(&mut envoy_rx).await;
+	}
+
+	/// rivetkit-native patch: a start that waits on `release`, then fails.
+	struct FailingStartCallbacks {
+		release: Arc<Notify>,
+	}
+
+	impl EnvoyCallbacks for FailingStartCallbacks {
+		fn on_actor_start(
+			&self,
+			_handle: EnvoyHandle,
+			_actor_id: String,
+			_generation: u32,
+			_config: protocol::ActorConfig,
+			_preloaded_kv: Option<protocol::PreloadedKv>,
+		) -> BoxFuture<anyhow::Result<()>> {
+			let release = self.release.clone();
+			Box::pin(async move {
+				release.notified().await;
+				anyhow::bail!("start hook failed")
+			})
+		}
+
+		fn on_shutdown(&self) {}
+
+		fn fetch(
+			&self,
+			_handle: EnvoyHandle,
+			_actor_id: String,
+			_gateway_id: protocol::GatewayId,
+			_request_id: protocol::RequestId,
+			_request: HttpRequest,
+		) -> BoxFuture<anyhow::Result<HttpResponse>> {
+			Box::pin(async { anyhow::bail!("a request ran on a generation that never started") })
+		}
+
+		fn websocket(
+			&self,
+			_handle: EnvoyHandle,
+			_actor_id: String,
+			_gateway_id: protocol::GatewayId,
+			_request_id: protocol::RequestId,
+			_request: HttpRequest,
+			_path: String,
+			_headers: HashMap<String, String>,
+			_is_hibernatable: bool,
+			_is_restoring_hibernatable: bool,
+			_sender: WebSocketSender,
+		) -> BoxFuture<anyhow::Result<WebSocketHandler>> {
+			Box::pin(async { anyhow::bail!("no websockets here") })
+		}
+
+		fn can_hibernate(
+			&self,
+			_actor_id: &str,
+			_gateway_id: &protocol::GatewayId,
+			_request_id: &protocol::RequestId,
+			_request: &HttpRequest,
+		) -> BoxFuture<anyhow::Result<bool>> {
+			Box::pin(async { Ok(false) })
+		}
+	}
+
+	// rivetkit-native patch: `reject_queued_requests`.
+	#[tokio::test]
+	async fn a_failed_start_answers_every_request_that_waited_for_it() {
+		let release = Arc::new(Notify::new());
+		let callbacks = Arc::new(FailingStartCallbacks {
+			release: release.clone(),
+		});
+		let (shared, mut envoy_rx) = build_shared_context(callbacks);
+		let (ws_tx, mut ws_rx) = mpsc::unbounded_channel();
+		*shared.ws_tx.lock().await = Some(ws_tx);
+		let queue = Arc::new(crate::queued_requests::QueuedRequests::default());
+		let (actor_tx, _lost, _count) = create_actor(
+			shared,
+			"actor-fails".to_string(),
+			1,
+			actor_config(),
+			Vec::new(),
+			None,
+		);
+		for n in 0..3u8 {
+			let mut req = request_start();
+			req.response_stream = false;
+			let mut id = message_id();
+			id.request_id = [n, 0, 0, 0];
+			actor_tx
+				.send(ToActor::ReqStart {
+					message_id: id,
+					req,
+					connection_session: 1,
+					queued: queue.admit(16),
+				})
+				.expect("the inbox is open while the actor starts");
+		}
+		release.notify_one();
+
+		let mut answered = Vec::new();
+		for _ in 0..3 {
+			let msg = recv_ws_tunnel_msg(&mut ws_rx).await;
+			let protocol::ToRivetTunnelMessageKind::ToRivetResponseStart(start) = msg.message_kind
+			else {
+				panic!("expected a response start");
+			};
+			assert_eq!(start.status, 503);
+			assert_eq!(start.headers["x-rivet-error"], "actor.restarting");
+			answered.push(msg.message_id.request_id[0]);
+		}
+		answered.sort();
+		assert_eq!(answered, vec![0, 1, 2]);
+		assert!(
+			queue.is_empty(),
+			"the queue kept places of answered requests"
+		);
+		// Each answered request's route is given back to the envoy.
+		let mut completed = 0;
+		tokio::time::timeout(Duration::from_secs(2), async {
+			while completed < 3 {
+				let msg = envoy_rx.recv().await.expect("the envoy channel stays open");
+				if matches!(msg, ToEnvoyMessage::HttpRequestComplete { .. }) {
+					completed += 1;
+				}
+			}
+		})
+		.await
+		.expect("the envoy kept routes for answered requests");
+		assert!(
+			actor_tx
+				.send(ToActor::ReqStart {
+					message_id: message_id(),
+					req: request_start(),
+					connection_session: 1,
+					queued: None,
+				})
+				.is_err(),
+			"a failed generation's inbox stayed open"
+		);
 	}
 
 	#[tokio::test]
@@ -2004,6 +2204,7 @@ mod tests {
 				message_id: message_id(),
 				req: request_start(),
 				connection_session: 1,
+				queued: None,
 			})
 			.expect("failed to send request start");
 

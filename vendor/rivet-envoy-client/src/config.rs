@@ -30,6 +30,11 @@ pub struct EnvoyConfig {
 	/// Debug option to inject artificial latency (in ms) into WebSocket communication.
 	pub debug_latency_ms: Option<u64>,
 
+	/// rivetkit-native patch: HTTP requests admitted to one actor that its
+	/// task has not taken yet (they wait while it starts); past this a
+	/// request is answered `envoy.actor_overloaded` (`crate::queued_requests`).
+	pub max_queued_requests_per_actor: usize,
+
 	pub callbacks: Arc<dyn EnvoyCallbacks>,
 }
 

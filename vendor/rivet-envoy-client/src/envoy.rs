@@ -110,6 +110,9 @@ pub struct ActorEntry {
 	pub name: String,
 	pub last_command_idx: i64,
 	pub received_stop: bool,
+	/// rivetkit-native patch: requests waiting in this generation's inbox
+	/// (`crate::queued_requests`).
+	pub queued_requests: Arc<crate::queued_requests::QueuedRequests>,
 }
 
 #[derive(Default)]
@@ -304,6 +307,7 @@ impl EnvoyContext {
 					name,
 					last_command_idx,
 					received_stop: false,
+					queued_requests: Default::default(),
 				},
 			);
 		self.shared

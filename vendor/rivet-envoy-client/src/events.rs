@@ -211,6 +211,8 @@ pub(crate) mod tests {
 				metadata: None,
 				not_global: true,
 				debug_latency_ms: None,
+				max_queued_requests_per_actor:
+					crate::queued_requests::DEFAULT_MAX_QUEUED_REQUESTS_PER_ACTOR,
 				callbacks: Arc::new(IdleCallbacks),
 			},
 			envoy_key: "test-envoy".to_string().into(),
@@ -510,7 +512,10 @@ pub(crate) mod tests {
 	async fn answered_error(
 		rx: &mut mpsc::UnboundedReceiver<WsTxMessage>,
 	) -> (String, serde_json::Value) {
-		let WsTxMessage::Send(bytes) = rx.recv().await.expect("an answer") else {
+		let answer = tokio::time::timeout(std::time::Duration::from_secs(2), rx.recv())
+			.await
+			.expect("no answer within 2 s");
+		let WsTxMessage::Send(bytes) = answer.expect("an answer") else {
 			panic!("expected a frame");
 		};
 		let answer = protocol::versioned::ToRivet::deserialize(&bytes, protocol::PROTOCOL_VERSION)
@@ -581,5 +586,46 @@ pub(crate) mod tests {
 		crate::tunnel::release_parked_requests(&mut ctx).await;
 		assert_eq!(answered_error(&mut rx).await.0, "actor.restarting");
 		assert!(ctx.parked_requests.is_empty());
+	}
+
+	// rivetkit-native patch: `crate::queued_requests`.
+	#[tokio::test]
+	async fn requests_past_the_per_actor_cap_are_answered_overloaded() {
+		let (mut ctx, _handle) = new_envoy_context();
+		let (tx, mut rx) = mpsc::unbounded_channel();
+		install_connection(&ctx.shared, tx).await;
+		// A generation still starting: nothing takes from its inbox.
+		let (inbox_tx, mut inbox) = mpsc::unbounded_channel::<ToActor>();
+		ctx.insert_actor(
+			"starting".to_string(),
+			1,
+			inbox_tx,
+			Arc::new(AsyncCounter::new()),
+			"starting".to_string(),
+			0,
+		);
+		let cap = ctx.shared.config.max_queued_requests_per_actor;
+		let request = |n: usize| {
+			let mut start = request_start("starting", Some(1));
+			start.message_id.request_id = (n as u32).to_be_bytes();
+			start
+		};
+		for n in 0..cap {
+			crate::tunnel::handle_tunnel_message(&mut ctx, 0, request(n)).await;
+		}
+		assert!(
+			rx.try_recv().is_err(),
+			"a request under the cap was refused"
+		);
+
+		crate::tunnel::handle_tunnel_message(&mut ctx, 0, request(cap)).await;
+		let (header, body) = answered_error(&mut rx).await;
+		assert_eq!(header, "envoy.actor_overloaded");
+		assert_eq!(body["actor"]["generation"], 1);
+
+		// The task takes one: its place is free again.
+		drop(inbox.recv().await.expect("a queued request"));
+		crate::tunnel::handle_tunnel_message(&mut ctx, 0, request(cap + 1)).await;
+		assert!(rx.try_recv().is_err(), "a freed place was not reused");
 	}
 }

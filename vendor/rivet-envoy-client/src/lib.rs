@@ -14,6 +14,7 @@ pub mod kv;
 pub mod latency_channel;
 pub mod lease;
 pub mod metrics;
+pub mod queued_requests;
 pub mod replay;
 pub mod sqlite;
 pub mod stopped_here;

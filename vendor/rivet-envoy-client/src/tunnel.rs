@@ -422,9 +422,46 @@ async fn handle_request_start(
 		.await;
 		return;
 	}
-	let actor_handle = ctx
+	// rivetkit-native patch: at most `max_queued_requests_per_actor` wait
+	// in one actor's inbox (`crate::queued_requests`).
+	let cap = ctx.shared.config.max_queued_requests_per_actor;
+	let admitted = ctx
 		.get_actor_for_admission(&actor_id, actor_generation)
-		.map(|actor| actor.handle.clone());
+		.map(|actor| (actor.handle.clone(), actor.queued_requests.admit(cap)));
+	let (actor_handle, queued) = match admitted {
+		Some((handle, Some(queued))) => (Some(handle), Some(queued)),
+		Some((_, None)) => {
+			tracing::debug!(%actor_id, ?actor_generation, cap, "request refused: too many wait for this actor");
+			if request_stream {
+				// Its body frames may already be on their way: keep a route
+				// that drains them, as for a refused request below.
+				ctx.http_message_indices.insert(&key, 1);
+				ctx.http_request_routes.insert(
+					&key,
+					HttpRequestRoute {
+						actor_id: actor_id.clone(),
+						actor_generation,
+						actor_admitted: false,
+						session: connection_session,
+						gateway_id: message_id.gateway_id,
+						request_id: message_id.request_id,
+					},
+				);
+			}
+			send_error_response(
+				ctx,
+				response_stream.then_some(connection_session),
+				message_id.gateway_id,
+				message_id.request_id,
+				"envoy.actor_overloaded",
+				"Actor has too many queued requests",
+				actor_generation.map(|generation| (actor_id.as_str(), generation)),
+			)
+			.await;
+			return;
+		}
+		None => (None, None),
+	};
 
 	let Some(actor_handle) = actor_handle else {
 		// rivetkit-native patch: a generation stopped here a moment ago is
@@ -528,6 +565,7 @@ async fn handle_request_start(
 			message_id: message_id.clone(),
 			req,
 			connection_session,
+			queued,
 		})
 		.is_err()
 	{
@@ -922,6 +960,29 @@ async fn send_error_response(
 	message: &str,
 	actor: Option<(&str, u32)>,
 ) {
+	send_error_response_from(
+		&ctx.shared,
+		connection_session,
+		gateway_id,
+		request_id,
+		error_code,
+		message,
+		actor,
+	)
+	.await;
+}
+
+/// rivetkit-native patch: [`send_error_response`] for callers without the
+/// envoy's context (an actor task).
+pub(crate) async fn send_error_response_from(
+	shared: &crate::context::SharedContext,
+	connection_session: Option<u64>,
+	gateway_id: protocol::GatewayId,
+	request_id: protocol::RequestId,
+	error_code: &str,
+	message: &str,
+	actor: Option<(&str, u32)>,
+) {
 	// rivetkit-native patch: the group comes from the code ("envoy." before).
 	let (group, code) = error_code.split_once('.').unwrap_or(("envoy", error_code));
 	let mut error = serde_json::json!({
@@ -961,11 +1022,10 @@ async fn send_error_response(
 	});
 	match connection_session {
 		Some(session) => {
-			let _ =
-				crate::connection::ws_send_http_for_session(&ctx.shared, response, session).await;
+			let _ = crate::connection::ws_send_http_for_session(shared, response, session).await;
 		}
 		None => {
-			ws_send(&ctx.shared, response).await;
+			ws_send(shared, response).await;
 		}
 	}
 }

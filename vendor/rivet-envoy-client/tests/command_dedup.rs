@@ -90,6 +90,8 @@ fn new_envoy_context() -> EnvoyContext {
 			metadata: None,
 			not_global: true,
 			debug_latency_ms: None,
+			max_queued_requests_per_actor:
+				rivet_envoy_client::queued_requests::DEFAULT_MAX_QUEUED_REQUESTS_PER_ACTOR,
 			callbacks: Arc::new(IdleCallbacks),
 		},
 		envoy_key: "test-envoy".to_string().into(),

@@ -79,6 +79,11 @@ pub struct ServeConfig {
     pub engine_start_timeout: Duration,
     pub envoy_connect_timeout: Duration,
     pub serverless_package_version: String,
+    /// HTTP requests that may wait for one actor (mostly while it starts)
+    /// before more are answered `envoy.actor_overloaded`
+    /// (`RIVETKIT_MAX_QUEUED_REQUESTS_PER_ACTOR`, default 1024, as the
+    /// reference's 3.0).
+    pub max_queued_requests_per_actor: usize,
 }
 
 impl ServeConfig {
@@ -114,6 +119,7 @@ impl Default for ServeConfig {
             engine_start_timeout: DEFAULT_ENGINE_START_TIMEOUT,
             envoy_connect_timeout: DEFAULT_ENVOY_CONNECT_TIMEOUT,
             serverless_package_version: env!("CARGO_PKG_VERSION").to_owned(),
+            max_queued_requests_per_actor: rivet_envoy_client::queued_requests::DEFAULT_MAX_QUEUED_REQUESTS_PER_ACTOR,
         }
     }
 }
@@ -136,6 +142,7 @@ impl fmt::Debug for ServeConfig {
             .field("engine_start_timeout", &self.engine_start_timeout)
             .field("envoy_connect_timeout", &self.envoy_connect_timeout)
             .field("serverless_package_version", &self.serverless_package_version)
+            .field("max_queued_requests_per_actor", &self.max_queued_requests_per_actor)
             .finish()
     }
 }
@@ -212,6 +219,8 @@ impl ServeConfig {
             envoy_connect_timeout: millis(&var, "RIVETKIT_ENVOY_CONNECT_TIMEOUT_MS", false)?
                 .unwrap_or(defaults.envoy_connect_timeout),
             serverless_package_version: defaults.serverless_package_version,
+            max_queued_requests_per_actor: count(&var, "RIVETKIT_MAX_QUEUED_REQUESTS_PER_ACTOR")?
+                .unwrap_or(defaults.max_queued_requests_per_actor),
         })
     }
 }
@@ -366,6 +375,18 @@ fn millis(var: &impl Fn(&str) -> Option<String>, name: &str, allow_zero: bool) -
     Ok(Some(Duration::from_millis(ms)))
 }
 
+/// A positive whole number from `name`, if set.
+fn count(var: &impl Fn(&str) -> Option<String>, name: &str) -> anyhow::Result<Option<usize>> {
+    let Some(raw) = var(name).filter(|v| !v.trim().is_empty()) else {
+        return Ok(None);
+    };
+    match raw.trim().parse::<usize>() {
+        Ok(0) => Err(invalid(name, "must be greater than 0")),
+        Ok(n) => Ok(Some(n)),
+        Err(_) => Err(invalid(name, &format!("expected a whole number, got `{raw}`"))),
+    }
+}
+
 fn invalid(variable: &str, reason: &str) -> anyhow::Error {
     RivetError::new("config", "invalid", format!("invalid {variable}: {reason}"))
         .with_metadata(json!({ "variable": variable, "reason": reason }))
@@ -473,6 +494,7 @@ mod tests {
             ("RIVETKIT_DRAIN_TIMEOUT_MS", "0"),
             ("RIVETKIT_ENGINE_START_TIMEOUT_MS", "2500"),
             ("RIVETKIT_ENVOY_CONNECT_TIMEOUT_MS", ""),
+            ("RIVETKIT_MAX_QUEUED_REQUESTS_PER_ACTOR", "16"),
         ]))
         .unwrap();
         assert_eq!(c.version, 7);
@@ -486,6 +508,8 @@ mod tests {
         assert_eq!(c.drain_cap, Some(Duration::ZERO));
         assert_eq!(c.engine_start_timeout, Duration::from_millis(2500));
         assert_eq!(c.envoy_connect_timeout, Duration::from_secs(30));
+        assert_eq!(c.max_queued_requests_per_actor, 16);
+        assert_eq!(ServeConfig::default().max_queued_requests_per_actor, 1024);
     }
 
     #[test]
@@ -502,6 +526,8 @@ mod tests {
             ("RIVETKIT_DRAIN_TIMEOUT_MS", "soon"),
             ("RIVETKIT_ENGINE_START_TIMEOUT_MS", "0"),
             ("RIVETKIT_ENVOY_CONNECT_TIMEOUT_MS", "-1"),
+            ("RIVETKIT_MAX_QUEUED_REQUESTS_PER_ACTOR", "0"),
+            ("RIVETKIT_MAX_QUEUED_REQUESTS_PER_ACTOR", "many"),
         ] {
             let err = ServeConfig::from_vars(vars(&[(name, value)])).unwrap_err();
             assert_eq!(code(&err), "config.invalid");

@@ -189,6 +189,7 @@ pub(crate) async fn connect_envoy(
         // One envoy per registry, so several registries can share a process.
         not_global: true,
         debug_latency_ms: None,
+        max_queued_requests_per_actor: config.max_queued_requests_per_actor,
         callbacks: Arc::new(RegistryCallbacks::new(dispatcher.clone(), key_index(config))),
     });
     // The envoy client retries a DNS failure or a refused connection

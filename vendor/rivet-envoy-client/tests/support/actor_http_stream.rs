@@ -1035,6 +1035,7 @@ async fn streamed_request_remains_cancellable_after_upload_finishes() {
 			message_id: message_id(),
 			req: request,
 			connection_session: 1,
+			queued: None,
 		})
 		.expect("failed to send request start");
 	fetch_started_rx
@@ -1091,6 +1092,7 @@ async fn streamed_request_returns_credit_only_after_handler_consumption() {
 			message_id: message_id(),
 			req: start,
 			connection_session: session,
+			queued: None,
 		})
 		.expect("send streamed request start");
 	let mut request = request_rx.await.expect("receive streamed request");
@@ -1160,6 +1162,7 @@ async fn active_http_request_count_spans_streaming_response_drain() {
 			message_id: message_id(),
 			req: request_start(),
 			connection_session: session,
+			queued: None,
 		})
 		.expect("failed to send request start");
 
@@ -1248,6 +1251,7 @@ async fn connection_close_replays_one_indexed_terminal_abort_after_reconnect() {
 			message_id: message_id(),
 			req: request_start(),
 			connection_session: session_one,
+			queued: None,
 		})
 		.expect("send request start");
 	let body_tx = body_tx_rx.await.expect("receive response body sender");
@@ -1373,6 +1377,7 @@ async fn failed_response_write_queues_terminal_before_connclose_is_processed() {
 			message_id: message_id(),
 			req: request_start(),
 			connection_session: session,
+			queued: None,
 		})
 		.expect("send request start");
 	let body_tx = body_tx_rx.await.expect("receive response body sender");
@@ -1457,6 +1462,7 @@ async fn streamed_response_stalls_at_window_until_gateway_consumes_bytes() {
 			message_id: message_id(),
 			req: request_start(),
 			connection_session: session,
+			queued: None,
 		})
 		.expect("send request start");
 	let body_tx = body_tx_rx.await.expect("receive response body sender");
