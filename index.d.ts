@@ -743,6 +743,11 @@ export interface JsActorConfig {
   connectionLivenessIntervalMs?: number
   maxQueueSize?: number
   maxSchedules?: number
+  /**
+   * Client action handlers running at once; more wait for a slot
+   * (default 128; not in RivetKit 2.3.19's actor options).
+   */
+  maxActions?: number
   maxQueueMessageSize?: number
   maxIncomingMessageSize?: number
   maxOutgoingMessageSize?: number

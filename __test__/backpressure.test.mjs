@@ -12,6 +12,7 @@ import { after, before, describe, test } from "node:test";
 
 import { createActor, gatewayFetch, startEngine, waitFor } from "./helpers/engine.mjs";
 import { json, native, serveActors } from "./helpers/actors.mjs";
+import { actionFetch } from "./helpers/client.mjs";
 
 describe("a generation that starts slowly", () => {
 	let engine;
@@ -81,5 +82,67 @@ describe("a generation that starts slowly", () => {
 		const later = await gatewayFetch(engine.endpoint, id, "/request/after");
 		assert.equal(later.status, 200);
 		assert.equal(await later.text(), "served");
+	});
+});
+
+describe("maxActions", () => {
+	let engine;
+	let host;
+	let running = 0;
+	let most = 0;
+	const releases = [];
+
+	before(async () => {
+		engine = await startEngine();
+		const capped = new native.NapiActorFactory(
+			{
+				createState: async () => json({}),
+				actions: {
+					hold: async () => {
+						running += 1;
+						most = Math.max(most, running);
+						await new Promise((resolve) => releases.push(resolve));
+						running -= 1;
+						return Buffer.from([0xf6]);
+					},
+				},
+			},
+			{ maxActions: 2 },
+		);
+		host = await serveActors(engine, { capped });
+	});
+
+	after(async () => {
+		for (const release of releases) release();
+		await host?.stop();
+		await engine?.stop();
+	});
+
+	test("at most maxActions handlers run at once; the others wait their turn and all answer", async (t) => {
+		const { actor_id: id } = await createActor(engine.endpoint, { name: "capped", key: "capped", pool: host.pool });
+		const calls = Array.from({ length: 5 }, () => actionFetch(engine, id, "hold", { encoding: "json" }));
+		await waitFor(() => running === 2, { timeoutMs: 20_000, what: "two handlers to run" });
+		// A third handler would start within this pause if the cap did not hold.
+		await new Promise((resolve) => setTimeout(resolve, 500));
+		assert.equal(running, 2);
+		let released = 0;
+		while (released < 5) {
+			await waitFor(() => releases.length > released, { timeoutMs: 20_000, what: `handler ${released + 1} to start` });
+			releases[released++]();
+		}
+		const answers = await Promise.all(calls);
+		for (const answer of answers) assert.equal(answer.status, 200, JSON.stringify(answer.body));
+		t.diagnostic(`5 concurrent actions, maxActions 2: at most ${most} ran at once`);
+		assert.equal(most, 2);
+	});
+
+	test("a config that is not a positive number is refused", () => {
+		for (const maxActions of [0, -1, Number.NaN, 1.5]) {
+			assert.throws(
+				() => new native.NapiActorFactory({}, { maxActions }),
+				(err) => /maxActions/.test(err.message),
+				String(maxActions),
+			);
+		}
 	});
 });

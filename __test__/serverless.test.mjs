@@ -132,6 +132,33 @@ describe("registry.serve() in Node's http server, with a serverless runner confi
 		}
 	});
 
+	// rivet-dev #4596: serverless WebSockets were cut every ~30 s, the
+	// gateway's pings unanswered. A connection held 40 s must neither close
+	// nor reconnect, and still carry actions and events.
+	test("a connection held past 30 s stays open and keeps working", async (t) => {
+		const counter = client.counter.getOrCreate(["held"]);
+		await firstCall(t, "counter", () => counter.getCount());
+		const conn = counter.connect();
+		try {
+			const statuses = [];
+			conn.onStatusChange((status) => statuses.push(status));
+			const counts = [];
+			conn.on("newCount", (count) => counts.push(count));
+			await conn.ready;
+			assert.equal(await conn.increment(1), 1);
+			const connectedAt = statuses.length;
+			await new Promise((resolve) => setTimeout(resolve, 40_000));
+			assert.deepEqual(statuses.slice(connectedAt), [], "the connection changed state while held");
+			assert.equal(conn.connStatus, "connected");
+			assert.equal(await conn.increment(2), 3);
+			await waitFor(() => counts.length >= 2, { what: "the second newCount event" });
+			assert.deepEqual(counts, [1, 3]);
+			t.diagnostic(`statuses over the whole test: ${JSON.stringify(statuses)}`);
+		} finally {
+			await conn.dispose();
+		}
+	});
+
 	test("bad start requests get a structured 4xx and the host keeps serving", async (t) => {
 		const counter = client.counter.getOrCreate(["after-bad-starts"]);
 		assert.equal(await firstCall(t, "counter", () => counter.increment(1)), 1);

@@ -55,6 +55,9 @@ pub struct JsActorConfig {
     pub connection_liveness_interval_ms: Option<f64>,
     pub max_queue_size: Option<f64>,
     pub max_schedules: Option<f64>,
+    /// Client action handlers running at once; more wait for a slot
+    /// (default 128; not in RivetKit 2.3.19's actor options).
+    pub max_actions: Option<f64>,
     pub max_queue_message_size: Option<f64>,
     pub max_incoming_message_size: Option<f64>,
     pub max_outgoing_message_size: Option<f64>,
@@ -166,6 +169,15 @@ impl JsActorConfig {
                 d.max_outgoing_message_size,
             )?,
             dispatch_queue_capacity: d.dispatch_queue_capacity,
+            max_actions: match size("maxActions", self.max_actions, d.max_actions)? {
+                0 => {
+                    return Err(rivetkit_native_core::error::validate::invalid(
+                        "config.maxActions",
+                        "must be at least 1",
+                    ))
+                }
+                n => n,
+            },
             max_schedules: size("maxSchedules", self.max_schedules, d.max_schedules)?,
             max_queue_size: size("maxQueueSize", self.max_queue_size, d.max_queue_size)?,
             max_queue_message_size: size("maxQueueMessageSize", self.max_queue_message_size, d.max_queue_message_size)?,

@@ -30,6 +30,9 @@ pub struct ActorConfig {
     /// Capacity of the task's client-traffic queue; a full queue answers
     /// `actor.overloaded` instead of growing without bound.
     pub dispatch_queue_capacity: usize,
+    /// Client action handlers running at once (`maxActions`); more wait
+    /// for a slot (crates/core/src/actor/task/action_slots.rs).
+    pub max_actions: usize,
     /// Pending scheduled actions and cron jobs an actor may hold (`maxSchedules`).
     pub max_schedules: usize,
     /// Messages the queue holds at most (`maxQueueSize`).
@@ -88,6 +91,7 @@ impl Default for ActorConfig {
             max_incoming_message_size: 65_536,
             max_outgoing_message_size: 1_048_576,
             dispatch_queue_capacity: 1024,
+            max_actions: super::task::DEFAULT_MAX_ACTIONS,
             max_schedules: super::schedule::DEFAULT_MAX_SCHEDULES,
             max_queue_size: super::queue::limits::DEFAULT_MAX_QUEUE_SIZE,
             max_queue_message_size: super::queue::limits::DEFAULT_MAX_MESSAGE_SIZE,

@@ -9,6 +9,7 @@ mod drain;
 mod failed_start;
 mod key_owner;
 mod lifecycle;
+mod max_actions;
 mod output_gate;
 mod races;
 mod traffic;

@@ -5,6 +5,7 @@ use futures::future::BoxFuture;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
+use super::action_slots::Reserved;
 use super::commands::DispatchCommand;
 use super::commands::ShutdownKind;
 use super::ActorTask;
@@ -57,11 +58,36 @@ impl ActorTask {
                     let _ = reply.send(Err(err.context(self.ctx.specifier())));
                     return;
                 }
-                let Some(fut) = self.factory.hooks.action(&self.ctx, conn.as_ref(), &name, args, cancel.clone()) else {
-                    let err = RivetError::new("actor", "action_not_found", format!("Action `{name}` was not found."))
-                        .with_metadata(serde_json::json!({ "name": name }));
-                    let _ = reply.send(Err(err.into_anyhow().context(self.ctx.specifier())));
-                    return;
+                let reserved = match self.action_slots.reserve() {
+                    Ok(reserved) => reserved,
+                    Err(err) => {
+                        let _ = reply.send(Err(err.context(self.ctx.specifier())));
+                        return;
+                    }
+                };
+                let fut: BoxFuture<'static, anyhow::Result<Vec<u8>>> = match reserved {
+                    // Called now, in the order the traffic arrived.
+                    Reserved::Now(slot) => {
+                        match self.factory.hooks.action(&self.ctx, conn.as_ref(), &name, args, cancel.clone()) {
+                            Some(fut) => Box::pin(async move {
+                                let _slot = slot;
+                                fut.await
+                            }),
+                            None => Box::pin(std::future::ready(Err(action_not_found(&name)))),
+                        }
+                    }
+                    // Called once a slot frees up.
+                    Reserved::Later(slot) => {
+                        let (ctx, factory, token, conn) =
+                            (self.ctx.clone(), self.factory.clone(), cancel.clone(), conn.clone());
+                        Box::pin(async move {
+                            let _slot = slot.await;
+                            match factory.hooks.action(&ctx, conn.as_ref(), &name, args, token) {
+                                Some(fut) => fut.await,
+                                None => Err(action_not_found(&name)),
+                            }
+                        })
+                    }
                 };
                 let fut = match (conn, message_index) {
                     (Some(conn), Some(index)) => Box::pin(async move {
@@ -84,8 +110,15 @@ impl ActorTask {
                 if reply.is_closed() {
                     return;
                 }
-                let fut =
-                    http_action(self.ctx.clone(), self.factory.clone(), params, request, name, args, cancel.clone());
+                let slot = match self.action_slots.reserve() {
+                    Ok(reserved) => Box::pin(reserved.wait()),
+                    Err(err) => {
+                        let _ = reply.send(Err(err.context(self.ctx.specifier())));
+                        return;
+                    }
+                };
+                let action = Action { name, args, slot };
+                let fut = http_action(self.ctx.clone(), self.factory.clone(), params, request, action, cancel.clone());
                 self.spawn_tracked_reply(fut, None, cancel, reply);
             }
             DispatchCommand::QueueSend { params, request, send, reply } => {
@@ -193,6 +226,19 @@ impl ActorTask {
     }
 }
 
+/// An HTTP action to run once it has a slot (`maxActions`).
+struct Action {
+    name: String,
+    args: Vec<u8>,
+    slot: BoxFuture<'static, super::action_slots::ActionSlot>,
+}
+
+fn action_not_found(name: &str) -> anyhow::Error {
+    RivetError::new("actor", "action_not_found", format!("Action `{name}` was not found."))
+        .with_metadata(serde_json::json!({ "name": name }))
+        .into_anyhow()
+}
+
 /// `onBeforeConnect` → `createConnState` → register → `onConnect`, each
 /// bounded by its own timeout. A failure after registering unregisters.
 fn connect_hooks(
@@ -234,21 +280,24 @@ fn http_action(
     factory: crate::actor::ActorFactory,
     params: Vec<u8>,
     request: crate::actor::HttpRequest,
-    name: String,
-    args: Vec<u8>,
+    action: Action,
     cancel: CancellationToken,
 ) -> BoxFuture<'static, anyhow::Result<Vec<u8>>> {
     Box::pin(async move {
+        let Action { name, args, slot } = action;
         let conn = crate::actor::Conn::new(crate::actor::conn::new_id(), params, None, None);
         connect_hooks(ctx.clone(), factory.clone(), conn.clone(), Some(request)).await?;
-        let result = match factory.hooks.action(&ctx, Some(&conn), &name, args, cancel) {
-            Some(fut) => tokio::time::timeout(factory.config.action_timeout, fut)
-                .await
-                .unwrap_or_else(|_| Err(catalog::action_timed_out().into_anyhow())),
-            None => Err(RivetError::new("actor", "action_not_found", format!("Action `{name}` was not found."))
-                .with_metadata(serde_json::json!({ "name": name }))
-                .into_anyhow()),
+        // The wait for a slot counts toward the action's timeout.
+        let run = async {
+            let _slot = slot.await;
+            match factory.hooks.action(&ctx, Some(&conn), &name, args, cancel) {
+                Some(fut) => fut.await,
+                None => Err(action_not_found(&name)),
+            }
         };
+        let result = tokio::time::timeout(factory.config.action_timeout, run)
+            .await
+            .unwrap_or_else(|_| Err(catalog::action_timed_out().into_anyhow()));
         if ctx.end_conn(&conn) {
             if let Some(fut) = factory.hooks.on_disconnect(&ctx, &conn) {
                 if let Err(err) = super::with_timeout("onDisconnect", factory.config.on_connect_timeout, fut).await {

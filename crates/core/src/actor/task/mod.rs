@@ -12,6 +12,7 @@
 //! not kept here. During sleep grace client traffic is still served
 //! (invariant I10); during destroy grace it is refused.
 
+mod action_slots;
 mod alarm;
 mod commands;
 mod dispatch;
@@ -27,6 +28,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
+pub use action_slots::DEFAULT_MAX_ACTIONS;
 pub use commands::{DispatchCommand, LifecycleCommand, ShutdownKind};
 pub use handle::ActorTaskHandle;
 
@@ -58,6 +60,8 @@ pub(crate) struct ActorTask {
     lifecycle_rx: mpsc::Receiver<LifecycleCommand>,
     dispatch_rx: mpsc::Receiver<DispatchCommand>,
     inflight: JoinSet<()>,
+    /// The cap on client action handlers running at once (`maxActions`).
+    action_slots: action_slots::ActionSlots,
     grace: Option<Grace>,
     /// When the idle actor asks to sleep; `None` while busy.
     sleep_deadline: Option<Instant>,
@@ -85,6 +89,10 @@ pub fn spawn_actor_task(ctx: ActorContext, factory: ActorFactory, hold: Generati
         lifecycle_rx,
         dispatch_rx,
         inflight: JoinSet::new(),
+        action_slots: action_slots::ActionSlots::new(
+            factory.config.max_actions,
+            factory.config.dispatch_queue_capacity,
+        ),
         grace: None,
         sleep_deadline: None,
         saving: None,

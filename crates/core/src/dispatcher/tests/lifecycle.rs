@@ -117,6 +117,28 @@ async fn a_due_alarm_fires_on_the_next_start() {
     assert!(h.hooks.calls().contains(&"onAlarm:2".to_string()), "{:?}", h.hooks.calls());
 }
 
+/// Reference 2.3.31 (PR #5923): an alarm push acknowledged locally can be
+/// lost in a drain, so every start pushes the next alarm again, even one
+/// the previous generation had already pushed.
+#[tokio::test(start_paused = true)]
+async fn every_start_pushes_the_next_alarm_again() {
+    let h = Harness::new();
+    let one = h.start(1).await;
+    let at = crate::actor::schedule::now_ms() + 3_600_000;
+    one.set_alarm(Some(at)).unwrap();
+    advance(Duration::from_millis(10)).await;
+    assert_eq!(*h.link.alarm.lock().unwrap(), Some(Some(at)), "the first generation pushed it");
+    let (stop, rx) = stop_handle();
+    h.dispatcher.stop_actor("actor", 1, crate::dispatcher::StopReason::SleepIntent, stop).await.unwrap();
+    assert_eq!(rx.await.unwrap(), Ok(()));
+
+    // The engine never kept it (lost in the drain).
+    *h.link.alarm.lock().unwrap() = None;
+    h.start(2).await;
+    advance(Duration::from_millis(10)).await;
+    assert_eq!(*h.link.alarm.lock().unwrap(), Some(Some(at)), "the next start did not push the alarm again");
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_scheduled_action_fires_on_time_and_its_record_goes() {
     use crate::actor::schedule;

@@ -1,6 +1,7 @@
 //! Client traffic and its callers: `onDisconnect` is never lost to a full
-//! queue, work whose caller left before it started never runs, and the JS
-//! cancel token fires as soon as a caller leaves running work.
+//! queue, work whose caller left before it started never runs, the JS
+//! cancel token fires as soon as a caller leaves running work, and work
+//! whose caller left still ends its transient connection.
 
 use std::time::Duration;
 
@@ -111,4 +112,36 @@ async fn an_http_action_is_one_trip_with_its_connection_hooks() {
     let action = calls.iter().position(|c| c == "action ping:1").expect("the action ran");
     let disconnect = calls.iter().position(|c| c.starts_with("onDisconnect:")).expect("onDisconnect ran");
     assert!(action < disconnect, "{calls:?}");
+}
+
+/// Reference 2.3.28: a connection created for an HTTP action whose caller
+/// went away was left registered and kept the actor awake forever. Here the
+/// work runs to its end (bounded by its timeouts) and ends its transient
+/// connection, `onDisconnect` included, whoever still waits.
+#[tokio::test(start_paused = true)]
+async fn an_http_action_whose_caller_left_leaves_no_connection_behind() {
+    let h = Harness::new();
+    h.start(1).await;
+    let gate = Gate::new();
+    *h.hooks.action_gate.lock().unwrap() = Some(gate.clone());
+    let handle = h.dispatcher.active_actor("actor").unwrap();
+    let caller = tokio::spawn({
+        let handle = handle.clone();
+        async move { handle.http_action(vec![], Default::default(), "hang".into(), vec![]).await }
+    });
+    gate.entered().await;
+    assert_eq!(handle.context().conns().len(), 1, "the action runs on its own connection");
+
+    caller.abort();
+    until(&h, "cancelled hang").await;
+    gate.release();
+    until(&h, "finished hang").await;
+    tokio::time::timeout(Duration::from_secs(30), async {
+        while !handle.context().conns().is_empty() {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    })
+    .await
+    .expect("the transient connection stayed registered");
+    assert!(h.hooks.calls().iter().any(|c| c.starts_with("onDisconnect:")), "{:?}", h.hooks.calls());
 }

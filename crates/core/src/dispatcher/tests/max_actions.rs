@@ -1,0 +1,85 @@
+//! `maxActions`: at most that many client action handlers run at once in a
+//! generation; more wait their turn in order, and past the traffic queue's
+//! size the line answers `actor.overloaded`.
+
+use std::time::Duration;
+
+use super::doubles::*;
+use crate::actor::ActorConfig;
+
+fn started(h: &Harness) -> usize {
+    h.hooks.calls().iter().filter(|c| c.starts_with("action hang")).count()
+}
+
+async fn settle() {
+    // The paused clock advances only once every task is idle: whatever
+    // could start has started when this returns.
+    tokio::time::sleep(Duration::from_millis(10)).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn actions_past_the_cap_wait_for_a_slot() {
+    let h = Harness::with_config(ActorConfig { max_actions: 2, ..ActorConfig::default() });
+    h.start(1).await;
+    let gate = Gate::new();
+    *h.hooks.action_gate.lock().unwrap() = Some(gate.clone());
+    let handle = h.dispatcher.active_actor("actor").unwrap();
+    let callers: Vec<_> = (0..4)
+        .map(|_| {
+            let handle = handle.clone();
+            tokio::spawn(async move { handle.action("hang".into(), vec![]).await })
+        })
+        .collect();
+    gate.entered().await;
+    gate.entered().await;
+    settle().await;
+    assert_eq!(started(&h), 2, "{:?}", h.hooks.calls());
+
+    gate.release();
+    gate.entered().await;
+    settle().await;
+    assert_eq!(started(&h), 3, "a freed slot was not taken by the next in line");
+
+    for _ in 0..3 {
+        gate.release();
+    }
+    for caller in callers {
+        caller.await.unwrap().expect("every action ran");
+    }
+    assert_eq!(started(&h), 4);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_full_line_answers_overloaded_and_the_actor_keeps_serving() {
+    let h = Harness::with_config(ActorConfig { max_actions: 1, dispatch_queue_capacity: 1, ..ActorConfig::default() });
+    h.start(1).await;
+    let gate = Gate::new();
+    *h.hooks.action_gate.lock().unwrap() = Some(gate.clone());
+    let handle = h.dispatcher.active_actor("actor").unwrap();
+    let running = tokio::spawn({
+        let handle = handle.clone();
+        async move { handle.action("hang".into(), vec![]).await }
+    });
+    gate.entered().await;
+    let waiting = tokio::spawn({
+        let handle = handle.clone();
+        async move { handle.action("hang".into(), vec![]).await }
+    });
+    settle().await;
+
+    let err = handle.action("hang".into(), vec![]).await.expect_err("a third action past the line");
+    let text = format!("{err:#}");
+    assert!(text.contains("overloaded"), "{text}");
+
+    gate.release();
+    gate.entered().await;
+    gate.release();
+    running.await.unwrap().unwrap();
+    waiting.await.unwrap().unwrap();
+    handle.action("ping".into(), vec![]).await.expect("the actor still serves");
+}
+
+#[test]
+fn the_default_cap_is_128() {
+    assert_eq!(ActorConfig::default().max_actions, 128);
+}
