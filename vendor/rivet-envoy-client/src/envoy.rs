@@ -80,6 +80,8 @@ pub struct EnvoyContext {
 	/// rivetkit-native patch: requests waiting for the engine's stop of
 	/// their generation (`crate::stopped_here::Parked`).
 	pub parked_requests: Vec<crate::stopped_here::Parked>,
+	/// rivetkit-native patch: see `crate::completed_requests`.
+	pub completed_http_requests: crate::completed_requests::CompletedRequests,
 	/// rivetkit-native patch: see `crate::lease`.
 	pub lease: crate::lease::Lease,
 	/// rivetkit-native patch: set by `EnvoyHandle::withdraw`; the engine is
@@ -533,6 +535,7 @@ fn start_envoy_sync_inner(config: EnvoyConfig) -> EnvoyHandle {
 		lease: Default::default(),
 		withdrawn: false,
 		parked_requests: Vec::new(),
+		completed_http_requests: Default::default(),
 	};
 
 	tracing::info!(envoy_key = %shared.envoy_key, "starting envoy");
@@ -645,8 +648,7 @@ async fn envoy_loop(
 						let _ = response_tx.send(rebound);
 					}
 					ToEnvoyMessage::HttpRequestComplete { gateway_id, request_id } => {
-						ctx.http_request_routes.remove(&[&gateway_id, &request_id]);
-						ctx.http_message_indices.remove(&[&gateway_id, &request_id]);
+						crate::tunnel::complete_http_request(&mut ctx, gateway_id, request_id);
 					}
 					ToEnvoyMessage::GetActor { actor_id, generation, response_tx } => {
 						let info = ctx.get_actor(&actor_id, generation).map(|entry| {

@@ -264,6 +264,7 @@ pub(crate) mod tests {
 				lease: Default::default(),
 				withdrawn: false,
 				parked_requests: Vec::new(),
+				completed_http_requests: Default::default(),
 			},
 			handle,
 		)
@@ -627,5 +628,44 @@ pub(crate) mod tests {
 		drop(inbox.recv().await.expect("a queued request"));
 		crate::tunnel::handle_tunnel_message(&mut ctx, 0, request(cap + 1)).await;
 		assert!(rx.try_recv().is_err(), "a freed place was not reused");
+	}
+
+	// rivetkit-native patch: `crate::completed_requests`.
+	#[tokio::test]
+	async fn a_trailing_frame_of_a_completed_request_is_dropped_quietly() {
+		let (mut ctx, _handle) = new_envoy_context();
+		let (tx, mut rx) = mpsc::unbounded_channel();
+		let session = install_connection(&ctx.shared, tx).await;
+		let (inbox_tx, _inbox) = mpsc::unbounded_channel::<ToActor>();
+		ctx.insert_actor(
+			"serving".to_string(),
+			1,
+			inbox_tx,
+			Arc::new(AsyncCounter::new()),
+			"serving".to_string(),
+			0,
+		);
+		let start = request_start("serving", Some(1));
+		let id = start.message_id.clone();
+		crate::tunnel::handle_tunnel_message(&mut ctx, session, start).await;
+		// The actor answered without reading the rest of the upload.
+		crate::tunnel::complete_http_request(&mut ctx, id.gateway_id, id.request_id);
+
+		let chunk = |index: u16| protocol::ToEnvoyTunnelMessage {
+			message_id: protocol::MessageId {
+				message_index: index,
+				..id.clone()
+			},
+			message_kind: protocol::ToEnvoyTunnelMessageKind::ToEnvoyRequestChunk(
+				protocol::ToEnvoyRequestChunk {
+					body: vec![0; 16],
+					finish: false,
+				},
+			),
+		};
+		crate::tunnel::handle_tunnel_message(&mut ctx, session, chunk(1)).await;
+		// HTTP frames reach the socket through a relay task: give it time.
+		let answered = tokio::time::timeout(std::time::Duration::from_millis(300), rx.recv()).await;
+		assert!(answered.is_err(), "a trailing frame was answered");
 	}
 }

@@ -2,6 +2,7 @@ pub mod actor;
 pub mod async_counter;
 pub mod callbacks;
 pub mod commands;
+pub mod completed_requests;
 pub mod config;
 pub mod connection;
 pub mod context;

@@ -715,6 +715,7 @@ mod tests {
 			lease: Default::default(),
 			withdrawn: false,
 			parked_requests: Vec::new(),
+			completed_http_requests: Default::default(),
 		}
 	}
 

@@ -108,6 +108,20 @@ pub struct HibernatingWebSocketMetadata {
 	pub headers: std::collections::HashMap<String, String>,
 }
 
+/// Releases a request's routing state once the actor finished both its
+/// upload and its response, and remembers it a moment for the frames the
+/// gateway may still send (`crate::completed_requests`).
+pub fn complete_http_request(
+	ctx: &mut EnvoyContext,
+	gateway_id: protocol::GatewayId,
+	request_id: protocol::RequestId,
+) {
+	ctx.http_request_routes.remove(&[&gateway_id, &request_id]);
+	ctx.http_message_indices.remove(&[&gateway_id, &request_id]);
+	ctx.completed_http_requests
+		.insert(make_ws_key(&gateway_id, &request_id));
+}
+
 pub async fn handle_tunnel_message(
 	ctx: &mut EnvoyContext,
 	connection_session: u64,
@@ -121,6 +135,22 @@ pub async fn handle_tunnel_message(
 			| protocol::ToEnvoyTunnelMessageKind::ToEnvoyRequestBodyCancel
 			| protocol::ToEnvoyTunnelMessageKind::ToEnvoyResponseBodyWindowUpdate(_)
 	);
+	// rivetkit-native patch: a trailing frame of a request that completed
+	// a moment ago is dropped (`crate::completed_requests`).
+	if is_http_continuation
+		&& !ctx
+			.http_request_routes
+			.contains_key(&[&message_id.gateway_id, &message_id.request_id])
+		&& ctx
+			.completed_http_requests
+			.contains(&make_ws_key(&message_id.gateway_id, &message_id.request_id))
+	{
+		tracing::debug!(
+			message_index = message_id.message_index,
+			"dropped a tunnel frame of an HTTP request that already completed"
+		);
+		return;
+	}
 	if is_http_continuation
 		&& let Some(route) = ctx
 			.http_request_routes

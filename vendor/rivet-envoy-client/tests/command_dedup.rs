@@ -138,6 +138,7 @@ fn new_envoy_context() -> EnvoyContext {
 		lease: Default::default(),
 		withdrawn: false,
 		parked_requests: Vec::new(),
+		completed_http_requests: Default::default(),
 	}
 }
 

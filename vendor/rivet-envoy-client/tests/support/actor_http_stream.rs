@@ -58,6 +58,7 @@ fn empty_envoy_context(shared: Arc<crate::context::SharedContext>) -> EnvoyConte
 		lease: Default::default(),
 		withdrawn: false,
 		parked_requests: Vec::new(),
+		completed_http_requests: Default::default(),
 	}
 }
 
