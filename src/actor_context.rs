@@ -32,11 +32,14 @@ pub struct ActorContext {
     /// True for the handle of a workflow run or step (`WorkflowSpan.ctx`):
     /// only those open step spans.
     pub(crate) in_workflow: bool,
+    /// The ray ID of the invocation this handle was given to (the caller's
+    /// `x-rivet-ray-id`), reported by `invocationTraceContext`.
+    pub(crate) ray_id: Option<String>,
 }
 
 impl From<CoreContext> for ActorContext {
     fn from(inner: CoreContext) -> Self {
-        Self { inner, app_span: None, in_workflow: false }
+        Self { inner, app_span: None, in_workflow: false, ray_id: None }
     }
 }
 

@@ -268,6 +268,13 @@ fn js_ctx(ctx: &CoreContext) -> ActorContext {
     ActorContext::from(ctx.clone())
 }
 
+/// The handle given to one invocation, carrying its caller's ray ID.
+fn js_invocation_ctx(ctx: &CoreContext, ray_id: Option<String>) -> ActorContext {
+    let mut handle = ActorContext::from(ctx.clone());
+    handle.ray_id = ray_id;
+    handle
+}
+
 impl JsHooks {
     /// The action `name` as JavaScript sees it: from a connection, from HTTP
     /// (`conn` null) or from a scheduled event (`scheduledFire` set).
@@ -282,7 +289,7 @@ impl JsHooks {
     ) -> Option<BoxFuture<'static, anyhow::Result<Vec<u8>>>> {
         let hook = self.actions.get(name)?.clone();
         let payload = ActionPayload {
-            ctx: js_ctx(ctx),
+            ctx: js_invocation_ctx(ctx, conn.and_then(|c| c.ray_id()).map(str::to_owned)),
             conn: conn.map(|c| ConnHandle::new(ctx, c)),
             args: JsBytes(args),
             scheduled_fire: fire.map(Into::into),
@@ -467,7 +474,7 @@ impl ActorHooks for JsHooks {
     ) -> Option<BoxFuture<'static, anyhow::Result<QueueSendResult>>> {
         let hook = self.on_queue_send.clone()?;
         let payload = QueueSendPayload {
-            ctx: js_ctx(ctx),
+            ctx: js_invocation_ctx(ctx, conn.ray_id().map(str::to_owned)),
             conn: ConnHandle::new(ctx, conn),
             request: js_request(request),
             name: send.name,
@@ -499,7 +506,7 @@ impl ActorHooks for JsHooks {
     ) -> Option<BoxFuture<'static, anyhow::Result<HttpResponse>>> {
         let hook = self.on_request.clone()?;
         let payload = RequestPayload {
-            ctx: js_ctx(ctx),
+            ctx: js_invocation_ctx(ctx, request.ray_id()),
             response_body_stream: request.response_body.clone().map(|writer| HttpResponseBodyStream { writer }),
             request: JsStreamedHttpRequest {
                 body_stream: request.body_stream.clone().map(|reader| HttpRequestBodyStream { reader }),

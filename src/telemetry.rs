@@ -194,13 +194,21 @@ impl ActorContext {
     pub fn with_application_span(&self, traceparent: Option<String>, tracestate: Option<String>) -> ActorContext {
         let mut ctx = ActorContext::from(self.inner.clone());
         ctx.app_span = traceparent.and_then(|t| SpanContext::parse(&t, tracestate));
+        ctx.ray_id = self.ray_id.clone();
         ctx
     }
 
-    /// The application span this handle acts under, or `null`.
+    /// The caller's ray ID and the application span this handle acts
+    /// under, or `null` when it has neither.
     #[napi(ts_return_type = "JsActorInvocationTraceContext | null")]
     pub fn invocation_trace_context(&self) -> Option<JsActorInvocationTraceContext> {
-        self.app_span.as_ref().map(|span| JsActorInvocationTraceContext { ray_id: None, span: Some(span.to_js()) })
+        if self.app_span.is_none() && self.ray_id.is_none() {
+            return None;
+        }
+        Some(JsActorInvocationTraceContext {
+            ray_id: self.ray_id.clone(),
+            span: self.app_span.as_ref().map(SpanContext::to_js),
+        })
     }
 
     /// Opens the `actor.call` span of one call to `actionName` on an actor

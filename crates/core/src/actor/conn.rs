@@ -50,6 +50,9 @@ struct Inner {
     hibernation: Option<Mutex<Hibernation>>,
     /// Changed since its record was last written (hibernatable only).
     dirty: std::sync::atomic::AtomicBool,
+    /// The ray ID of the request that opened it (`x-rivet-ray-id`): the
+    /// invocations on it report it to JavaScript.
+    ray_id: std::sync::OnceLock<String>,
 }
 
 impl Conn {
@@ -68,6 +71,7 @@ impl Conn {
             transport: Mutex::new(transport),
             hibernation: hibernation.map(Mutex::new),
             dirty: std::sync::atomic::AtomicBool::new(hibernatable),
+            ray_id: std::sync::OnceLock::new(),
         }))
     }
 
@@ -139,6 +143,16 @@ impl Conn {
 
     pub fn id(&self) -> &str {
         &self.0.id
+    }
+    /// Sets the ray ID of the request that opened it (once; later calls
+    /// keep the first).
+    pub fn set_ray_id(&self, ray_id: Option<String>) {
+        if let Some(ray_id) = ray_id {
+            let _ = self.0.ray_id.set(ray_id);
+        }
+    }
+    pub fn ray_id(&self) -> Option<&str> {
+        self.0.ray_id.get().map(String::as_str)
     }
     pub fn params(&self) -> &[u8] {
         &self.0.params

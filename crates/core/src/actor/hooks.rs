@@ -80,6 +80,25 @@ pub struct HttpRequest {
     pub response_body: Option<super::http_body::ResponseBodyWriter>,
 }
 
+impl HttpRequest {
+    /// The caller's ray ID (`x-rivet-ray-id`), when it is one the clients
+    /// would send: 1 to 30 characters of `[A-Za-z0-9_-]`. The header is
+    /// untrusted; anything else counts as absent.
+    pub fn ray_id(&self) -> Option<String> {
+        ray_id_of(&self.headers)
+    }
+}
+
+/// [`HttpRequest::ray_id`] of any header map (names in any case).
+pub fn ray_id_of(headers: &HashMap<String, String>) -> Option<String> {
+    use rivetkit_client_protocol::telemetry_headers::{bounded_ray_id, HEADER_RIVET_RAY_ID};
+    let value = headers
+        .iter()
+        .find(|(name, _)| name.eq_ignore_ascii_case(HEADER_RIVET_RAY_ID))
+        .map(|(_, value)| value.as_str())?;
+    bounded_ray_id(value).map(str::to_owned)
+}
+
 /// What a client's `POST /queue/{name}` asks for.
 #[derive(Debug, Clone, Default)]
 pub struct QueueSendRequest {
@@ -280,5 +299,22 @@ pub trait ActorHooks: Send + Sync + 'static {
         _request: Option<HttpRequest>,
     ) -> Option<BoxFuture<'static, anyhow::Result<()>>> {
         None
+    }
+}
+
+#[cfg(test)]
+mod ray_id_tests {
+    use super::*;
+
+    #[test]
+    fn only_a_bounded_ray_id_counts() {
+        let of = |name: &str, value: &str| ray_id_of(&HashMap::from([(name.to_owned(), value.to_owned())]));
+        assert_eq!(of("x-rivet-ray-id", "ray-abc_1").as_deref(), Some("ray-abc_1"));
+        assert_eq!(of("X-Rivet-Ray-Id", "abc").as_deref(), Some("abc"));
+        assert_eq!(of("x-rivet-ray-id", &"r".repeat(30)).map(|r| r.len()), Some(30));
+        for bad in ["", "not a ray!", "ray\n", &"r".repeat(31)] {
+            assert_eq!(of("x-rivet-ray-id", bad), None, "{bad:?}");
+        }
+        assert_eq!(of("x-other", "abc"), None);
     }
 }
