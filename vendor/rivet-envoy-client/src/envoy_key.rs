@@ -51,6 +51,11 @@ impl EnvoyKey {
 		key
 	}
 
+	/// How many times the key was replaced.
+	pub fn epoch(&self) -> u64 {
+		*self.epoch.borrow()
+	}
+
 	/// Changes once the key is replaced.
 	pub fn subscribe(&self) -> watch::Receiver<u64> {
 		self.epoch.subscribe()
@@ -84,7 +89,9 @@ mod tests {
 		let key = EnvoyKey::from("first".to_string());
 		let mut watcher = key.subscribe();
 		assert_eq!(&*key.get(), "first");
+		assert_eq!(key.epoch(), 0);
 		let next = key.rotate();
+		assert_eq!(key.epoch(), 1);
 		assert_ne!(&*next, "first");
 		assert_eq!(key.get(), next);
 		assert_eq!(key.to_string(), next.to_string());

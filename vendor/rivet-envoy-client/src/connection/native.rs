@@ -52,6 +52,7 @@ async fn connection_loop(shared: Arc<SharedContext>) {
 		}
 
 		let connected_at = std::time::Instant::now();
+		let key_epoch = shared.envoy_key.epoch();
 
 		match single_connection(&shared, &endpoints[current]).await {
 			Ok((session, close_reason)) => {
@@ -115,6 +116,14 @@ async fn connection_loop(shared: Arc<SharedContext>) {
 		if shared.shutting_down.load(Ordering::Acquire) {
 			tracing::debug!("skipping reconnect because envoy is shutting down");
 			return;
+		}
+
+		// rivetkit-native patch (`crate::envoy_key`): a connection left
+		// because the key was replaced after a fence, not because the node
+		// failed: the new key connects at once, to the same node.
+		if shared.envoy_key.epoch() != key_epoch {
+			tracing::info!(endpoint = %endpoints[current], "connecting under the new envoy key");
+			continue;
 		}
 
 		tried += 1;
