@@ -81,7 +81,11 @@ impl ActorTask {
                         let (ctx, factory, token, conn) =
                             (self.ctx.clone(), self.factory.clone(), cancel.clone(), conn.clone());
                         Box::pin(async move {
-                            let _slot = slot.await;
+                            // A caller that leaves while it waits: the action never starts.
+                            let _slot = tokio::select! {
+                                slot = slot => slot,
+                                _ = token.cancelled() => return Err(caller_left()),
+                            };
                             match factory.hooks.action(&ctx, conn.as_ref(), &name, args, token) {
                                 Some(fut) => fut.await,
                                 None => Err(action_not_found(&name)),
@@ -233,6 +237,11 @@ struct Action {
     slot: BoxFuture<'static, super::action_slots::ActionSlot>,
 }
 
+/// What a waiting action resolves to once its caller left (nobody reads it).
+fn caller_left() -> anyhow::Error {
+    catalog::actor_stopping(Some("the caller left before the action started")).into_anyhow()
+}
+
 fn action_not_found(name: &str) -> anyhow::Error {
     RivetError::new("actor", "action_not_found", format!("Action `{name}` was not found."))
         .with_metadata(serde_json::json!({ "name": name }))
@@ -290,7 +299,11 @@ fn http_action(
         connect_hooks(ctx.clone(), factory.clone(), conn.clone(), Some(request)).await?;
         // The wait for a slot counts toward the action's timeout.
         let run = async {
-            let _slot = slot.await;
+            // A caller that leaves while it waits: the action never starts.
+            let _slot = tokio::select! {
+                slot = slot => slot,
+                _ = cancel.cancelled() => return Err(caller_left()),
+            };
             match factory.hooks.action(&ctx, Some(&conn), &name, args, cancel) {
                 Some(fut) => fut.await,
                 None => Err(action_not_found(&name)),

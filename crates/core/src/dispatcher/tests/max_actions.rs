@@ -1,6 +1,7 @@
 //! `maxActions`: at most that many client action handlers run at once in a
-//! generation; more wait their turn in order, and past the traffic queue's
-//! size the line answers `actor.overloaded`.
+//! generation; more wait their turn in order, one whose caller leaves while
+//! it waits never starts, and past the traffic queue's size the line
+//! answers `actor.overloaded`.
 
 use std::time::Duration;
 
@@ -77,6 +78,33 @@ async fn a_full_line_answers_overloaded_and_the_actor_keeps_serving() {
     running.await.unwrap().unwrap();
     waiting.await.unwrap().unwrap();
     handle.action("ping".into(), vec![]).await.expect("the actor still serves");
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_action_whose_caller_left_while_it_waited_never_starts() {
+    let h = Harness::with_config(ActorConfig { max_actions: 1, ..ActorConfig::default() });
+    h.start(1).await;
+    let gate = Gate::new();
+    *h.hooks.action_gate.lock().unwrap() = Some(gate.clone());
+    let handle = h.dispatcher.active_actor("actor").unwrap();
+    let running = tokio::spawn({
+        let handle = handle.clone();
+        async move { handle.action("hang".into(), vec![]).await }
+    });
+    gate.entered().await;
+    let waiting = tokio::spawn({
+        let handle = handle.clone();
+        async move { handle.http_action(vec![], Default::default(), "hang".into(), vec![]).await }
+    });
+    settle().await;
+    waiting.abort();
+    settle().await;
+
+    gate.release();
+    running.await.unwrap().unwrap();
+    settle().await;
+    assert_eq!(started(&h), 1, "the abandoned action ran: {:?}", h.hooks.calls());
+    handle.action("ping".into(), vec![]).await.expect("the slot was given back");
 }
 
 #[test]
