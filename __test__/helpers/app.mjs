@@ -50,7 +50,13 @@ export async function waitForOutput(app, re, { from = 0, timeoutMs = 60_000 } = 
 		const m = re.exec(app.out.slice(from));
 		return m ? from + m.index + m[0].length : 0;
 	};
-	await waitFor(() => find() || app.exited, { timeoutMs, what: `output ${re}` });
+	try {
+		await waitFor(() => find() || app.exited, { timeoutMs, what: `output ${re}` });
+	} catch (err) {
+		// Keep what the app said meanwhile: the cause of a rare failure is in it.
+		err.message += `\nthe app's output since the wait began (last 8 KiB):\n${app.out.slice(from).slice(-8192)}`;
+		throw err;
+	}
 	const at = find();
 	if (!at) throw new Error(`the app exited (${JSON.stringify(app.exited)}) while waiting for ${re}:\n${app.out}`);
 	return at;
