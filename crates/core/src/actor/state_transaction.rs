@@ -14,7 +14,9 @@
 //! mark) from its begin to its end, taken before the SQLite gate as a
 //! workflow flush takes them, so no save lands between its SQLite commit
 //! and its KV put and the two lock orders never cross. Its timeout ends
-//! both: the SQLite transaction rolls back and the lock is released.
+//! both: the SQLite transaction rolls back and the lock is released. So
+//! does the generation's final save, which would otherwise wait for a
+//! transaction its code abandoned, up to the timeout (60 s by default).
 
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
@@ -22,6 +24,7 @@ use std::time::Duration;
 use tokio::sync::OwnedMutexGuard;
 use tokio::task::JoinHandle;
 
+use crate::actor::lifecycle::Phase;
 use crate::actor::{storage, workflow, ActorContext};
 use crate::sqlite::{errors, BindParam, ExecuteResult, SqliteTransaction, DEFAULT_TRANSACTION_TIMEOUT};
 
@@ -45,7 +48,19 @@ impl StateTransaction {
         ctx.check_writable()?;
         let timeout = timeout.unwrap_or(DEFAULT_TRANSACTION_TIMEOUT);
         let mark = ctx.workflow_mark().clone().lock_owned().await;
-        let tx = ctx.sqlite().begin_transaction(Some(timeout)).await?;
+        // Holding the save lock, the wait for a plain SQLite transaction
+        // ends at the final save, which would otherwise wait behind it.
+        let gave_up = tokio_util::sync::CancellationToken::new();
+        let mut phase = ctx.subscribe_phase();
+        let give_up_at_final_save = async {
+            let _ = phase.wait_for(|p| matches!(p, Phase::Finalizing | Phase::Stopped)).await;
+            gave_up.cancel();
+            std::future::pending::<()>().await
+        };
+        let tx = tokio::select! {
+            tx = ctx.sqlite().begin_transaction_unless(Some(timeout), &gave_up) => tx?,
+            _ = give_up_at_final_save => unreachable!("never finishes"),
+        };
         let inner = Arc::new(Inner {
             ctx: ctx.clone(),
             tx,
@@ -53,12 +68,18 @@ impl StateTransaction {
             timer: Mutex::new(None),
         });
         let weak: Weak<Inner> = Arc::downgrade(&inner);
+        let mut phase = ctx.subscribe_phase();
         // Ends with the transaction (aborted by commit and rollback); holds
-        // no strong reference, so a dropped transaction ends here too.
+        // no strong reference, so a dropped transaction ends here too. The
+        // final save must not wait for a transaction nobody will finish.
         let timer = tokio::spawn(async move {
-            tokio::time::sleep(timeout).await;
+            let finalizing = phase.wait_for(|p| matches!(p, Phase::Finalizing | Phase::Stopped));
+            let why = tokio::select! {
+                _ = tokio::time::sleep(timeout) => "state transaction timed out; rolling back",
+                _ = finalizing => "state transaction still open at the final save; rolling back",
+            };
             if let Some(inner) = weak.upgrade() {
-                tracing::warn!(timeout_ms = timeout.as_millis() as u64, "state transaction timed out; rolling back");
+                tracing::warn!(timeout_ms = timeout.as_millis() as u64, "{why}");
                 inner.end().await;
             }
         });
@@ -205,6 +226,48 @@ mod tests {
         assert_eq!((err.group.as_str(), err.code.as_str()), ("sqlite", "transaction_expired"));
         assert_eq!(count(&ctx).await, 0);
         assert_eq!(storage::load_record(&ctx).await.unwrap().unwrap().state, b"saved");
+    }
+
+    /// A transaction left open when the generation reaches its final save
+    /// rolls back then, long before its timeout, so the save can run.
+    #[tokio::test]
+    async fn the_final_save_does_not_wait_for_an_abandoned_transaction() {
+        let ctx = setup("stx-final").await;
+        let tx = StateTransaction::begin(&ctx, Some(Duration::from_secs(600))).await.unwrap();
+        tx.execute("INSERT INTO t VALUES (1)".to_string(), None).await.unwrap();
+        for phase in
+            [Phase::Starting, Phase::Started, Phase::Stopping(crate::actor::ShutdownKind::Sleep), Phase::Finalizing]
+        {
+            ctx.enter(phase);
+        }
+        ctx.set_state(b"final".to_vec());
+        tokio::time::timeout(Duration::from_secs(5), storage::save_record(&ctx)).await.unwrap().unwrap();
+        assert!(tx.commit(Some(b"late".to_vec())).await.is_err(), "the abandoned transaction was rolled back");
+        assert_eq!(count(&ctx).await, 0);
+        assert_eq!(storage::load_record(&ctx).await.unwrap().unwrap().state, b"final");
+    }
+
+    /// A state transaction waiting behind a plain SQLite transaction holds
+    /// the save lock; the final save ends that wait instead of waiting
+    /// for the plain transaction's timeout.
+    #[tokio::test]
+    async fn the_final_save_does_not_wait_for_a_state_transaction_still_beginning() {
+        let ctx = setup("stx-final-begin").await;
+        let plain = ctx.sqlite().begin_transaction(Some(Duration::from_secs(600))).await.unwrap();
+        let beginning = {
+            let ctx = ctx.clone();
+            tokio::spawn(async move { StateTransaction::begin(&ctx, Some(Duration::from_secs(600))).await.map(|_| ()) })
+        };
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        for phase in
+            [Phase::Starting, Phase::Started, Phase::Stopping(crate::actor::ShutdownKind::Sleep), Phase::Finalizing]
+        {
+            ctx.enter(phase);
+        }
+        ctx.set_state(b"final".to_vec());
+        tokio::time::timeout(Duration::from_secs(5), storage::save_record(&ctx)).await.unwrap().unwrap();
+        assert!(beginning.await.unwrap().is_err(), "the waiting begin gave up");
+        plain.rollback().await.unwrap();
     }
 
     /// A save waits while a state transaction is open (it would otherwise
