@@ -146,7 +146,10 @@ export declare class ActorContext {
    * `traceparent` (ignored unless a valid W3C version-00 header).
    */
   withApplicationSpan(traceparent?: string | undefined | null, tracestate?: string | undefined | null): ActorContext
-  /** The application span this handle acts under, or `null`. */
+  /**
+   * The caller's ray ID and the application span this handle acts
+   * under, or `null` when it has neither.
+   */
   invocationTraceContext(): JsActorInvocationTraceContext | null
   /**
    * Opens the `actor.call` span of one call to `actionName` on an actor
@@ -468,6 +471,11 @@ export declare class QueueMessage {
   name(): string
   /** The body as sent (CBOR for the TypeScript runtime). */
   body(): Buffer
+  /**
+   * The ray ID of the invocation that sent it (its caller's
+   * `x-rivet-ray-id`), if it had one.
+   */
+  rayId(): string | null
   /** When it was sent, ms since the epoch. */
   createdAt(): number
   isCompletable(): boolean

@@ -17,6 +17,7 @@ describe("ray IDs", () => {
 	let engine;
 	let host;
 	let id;
+	let relayId;
 
 	before(async () => {
 		engine = await startEngine();
@@ -36,7 +37,30 @@ describe("ray IDs", () => {
 				},
 			},
 		});
-		host = await serveActors(engine, { traced });
+		// The run handler's invocation has no ray ID of its own: it takes
+		// that of each queue message it receives (reference 2.3.24).
+		const received = [];
+		const relay = new native.NapiActorFactory({
+			createState: async () => json({}),
+			run: async (_err, { ctx }) => {
+				const queue = ctx.queue();
+				const before = ctx.invocationTraceContext()?.rayId ?? null;
+				for (;;) {
+					const message = await queue.next({ names: ["jobs"], timeoutMs: 60_000 }).catch(() => null);
+					if (!message) return;
+					received.push({ before, messageRay: message.rayId(), runRay: ctx.invocationTraceContext()?.rayId ?? null });
+				}
+			},
+			actions: {
+				send: async (_err, { ctx }) => {
+					await ctx.queue().send("jobs", cborEncode(1));
+					return cborEncode(received.length);
+				},
+				received: async () => cborEncode(received),
+			},
+		});
+		host = await serveActors(engine, { traced, relay });
+		relayId = (await createActor(engine.endpoint, { name: "relay", key: "relay", pool: host.pool })).actor_id;
 		({ actor_id: id } = await createActor(engine.endpoint, { name: "traced", key: "traced", pool: host.pool }));
 	});
 
@@ -74,5 +98,17 @@ describe("ray IDs", () => {
 		const res = await gatewayFetch(engine.endpoint, id, "/request/anything", { headers: { "x-rivet-ray-id": "r".repeat(30) } });
 		assert.equal(res.status, 200);
 		assert.equal(await res.json(), "r".repeat(30));
+	});
+
+	test("a queue message keeps its sender's ray ID, and the run handler that receives it takes it", async () => {
+		const send = await actionFetch(engine, relayId, "send", { encoding: "json", headers: { "x-rivet-ray-id": "ray-q1" } });
+		assert.equal(send.status, 200, JSON.stringify(send.body));
+		let got = [];
+		for (let i = 0; i < 100 && got.length === 0; i++) {
+			const res = await actionFetch(engine, relayId, "received", { encoding: "json" });
+			got = res.body.output;
+			if (got.length === 0) await new Promise((r) => setTimeout(r, 50));
+		}
+		assert.deepEqual(got, [{ before: null, messageRay: "ray-q1", runRay: "ray-q1" }]);
 	});
 });

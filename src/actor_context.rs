@@ -33,13 +33,14 @@ pub struct ActorContext {
     /// only those open step spans.
     pub(crate) in_workflow: bool,
     /// The ray ID of the invocation this handle was given to (the caller's
-    /// `x-rivet-ray-id`), reported by `invocationTraceContext`.
-    pub(crate) ray_id: Option<String>,
+    /// `x-rivet-ray-id`), or of the last queue message it received,
+    /// reported by `invocationTraceContext`.
+    pub(crate) ray: crate::telemetry::InvocationRay,
 }
 
 impl From<CoreContext> for ActorContext {
     fn from(inner: CoreContext) -> Self {
-        Self { inner, app_span: None, in_workflow: false, ray_id: None }
+        Self { inner, app_span: None, in_workflow: false, ray: Default::default() }
     }
 }
 

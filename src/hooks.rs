@@ -271,7 +271,7 @@ fn js_ctx(ctx: &CoreContext) -> ActorContext {
 /// The handle given to one invocation, carrying its caller's ray ID.
 fn js_invocation_ctx(ctx: &CoreContext, ray_id: Option<String>) -> ActorContext {
     let mut handle = ActorContext::from(ctx.clone());
-    handle.ray_id = ray_id;
+    handle.ray = crate::telemetry::InvocationRay::of(ray_id);
     handle
 }
 

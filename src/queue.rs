@@ -16,6 +16,8 @@ use std::time::Duration;
 use napi::bindgen_prelude::{BigInt, Buffer, ClassInstance, PromiseRaw, Unknown};
 use napi::{Env, ValueType};
 use napi_derive::napi;
+
+use crate::telemetry::InvocationRay;
 use rivetkit_native_core::actor::queue::{self, Receive};
 use rivetkit_native_core::actor::ActorContext as CoreContext;
 use rivetkit_native_core::error::validate::invalid;
@@ -88,6 +90,9 @@ const MAX_BATCH: u64 = 1_000_000;
 #[napi]
 pub struct Queue {
     ctx: CoreContext,
+    /// The ray of the handle it came from: sends carry it, receives
+    /// may set it (docs/telemetry.md).
+    ray: InvocationRay,
 }
 
 /// One message, as sent or received. Completable messages (received with
@@ -103,7 +108,9 @@ impl From<queue::QueueMessage> for QueueMessage {
     }
 }
 
-fn messages(list: Vec<queue::QueueMessage>) -> Vec<QueueMessage> {
+/// Received messages, their senders' ray taken by the handle.
+fn messages(ray: &InvocationRay, list: Vec<queue::QueueMessage>) -> Vec<QueueMessage> {
+    ray.received(list.iter().map(|m| m.ray_id.as_deref()));
     list.into_iter().map(QueueMessage::from).collect()
 }
 
@@ -133,8 +140,8 @@ fn count(argument: &str, value: Option<f64>) -> ArgResult<usize> {
 }
 
 impl Queue {
-    pub(crate) fn new(ctx: CoreContext) -> Self {
-        Self { ctx }
+    pub(crate) fn new(ctx: CoreContext, ray: InvocationRay) -> Self {
+        Self { ctx, ray }
     }
 
     fn next_batch_receive(options: Option<Unknown<'_>>, sig: Option<Unknown<'_>>) -> ArgResult<Receive> {
@@ -176,7 +183,7 @@ impl Queue {
         let result = futures::executor::block_on(task)
             .map_err(|err| anyhow::anyhow!("queue receive task failed: {err}"))
             .and_then(|r| r);
-        result.map(messages).map_err(|err| to_js_error(env, err))
+        result.map(|list| messages(&self.ray, list)).map_err(|err| to_js_error(env, err))
     }
 }
 
@@ -196,8 +203,8 @@ impl Queue {
             Ok(read) => read,
             Err(err) => return reject(env, err),
         };
-        let ctx = self.ctx.clone();
-        spawn_promise(env, async move { queue::send(&ctx, &name, body).await.map(QueueMessage::from) })
+        let (ctx, ray) = (self.ctx.clone(), self.ray.current());
+        spawn_promise(env, async move { queue::send_from(&ctx, &name, body, ray).await.map(QueueMessage::from) })
     }
 
     /// The next message, waiting for one up to `timeoutMs` (`null` then).
@@ -229,10 +236,11 @@ impl Queue {
             Ok(receive) => receive,
             Err(err) => return reject(env, err),
         };
-        let ctx = self.ctx.clone();
-        spawn_promise(env, async move {
-            Ok(queue::next_batch(&ctx, receive).await?.into_iter().next().map(QueueMessage::from))
-        })
+        let (ctx, ray) = (self.ctx.clone(), self.ray.clone());
+        spawn_promise(
+            env,
+            async move { Ok(messages(&ray, queue::next_batch(&ctx, receive).await?).into_iter().next()) },
+        )
     }
 
     /// Up to `count` messages, waiting for a first one up to `timeoutMs`
@@ -251,8 +259,8 @@ impl Queue {
             Ok(receive) => receive,
             Err(err) => return reject(env, err),
         };
-        let ctx = self.ctx.clone();
-        spawn_promise(env, async move { Ok(messages(queue::next_batch(&ctx, receive).await?)) })
+        let (ctx, ray) = (self.ctx.clone(), self.ray.clone());
+        spawn_promise(env, async move { Ok(messages(&ray, queue::next_batch(&ctx, receive).await?)) })
     }
 
     /// The first message named one of `names`; `queue.timed_out` after `timeoutMs`.
@@ -271,8 +279,12 @@ impl Queue {
             Ok(receive) => receive,
             Err(err) => return reject(env, err),
         };
-        let ctx = self.ctx.clone();
-        spawn_promise(env, async move { queue::wait_for_names(&ctx, receive).await.map(QueueMessage::from) })
+        let (ctx, ray) = (self.ctx.clone(), self.ray.clone());
+        spawn_promise(env, async move {
+            let message = queue::wait_for_names(&ctx, receive).await?;
+            ray.received(std::iter::once(message.ray_id.as_deref()));
+            Ok(QueueMessage::from(message))
+        })
     }
 
     /// Resolves once a message named one of `names` is queued (taking
@@ -352,9 +364,9 @@ impl Queue {
             Ok(read) => read,
             Err(err) => return reject(env, err),
         };
-        let ctx = self.ctx.clone();
+        let (ctx, ray) = (self.ctx.clone(), self.ray.current());
         spawn_promise(env, async move {
-            Ok(queue::enqueue_and_wait(&ctx, &name, body, timeout, signal.as_ref()).await?.map(Buffer::from))
+            Ok(queue::enqueue_and_wait_from(&ctx, &name, body, ray, timeout, signal.as_ref()).await?.map(Buffer::from))
         })
     }
 
@@ -464,6 +476,13 @@ impl QueueMessage {
         Buffer::from(self.inner.body.clone())
     }
 
+    /// The ray ID of the invocation that sent it (its caller's
+    /// `x-rivet-ray-id`), if it had one.
+    #[napi]
+    pub fn ray_id(&self) -> Option<String> {
+        self.inner.ray_id.clone()
+    }
+
     /// When it was sent, ms since the epoch.
     #[napi]
     pub fn created_at(&self) -> f64 {
@@ -499,6 +518,6 @@ impl ActorContext {
     /// The actor's message queue.
     #[napi]
     pub fn queue(&self) -> Queue {
-        Queue::new(self.inner.clone())
+        Queue::new(self.inner.clone(), self.ray.clone())
     }
 }

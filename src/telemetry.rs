@@ -11,7 +11,7 @@
 //! `setTelemetryLogSink` keeps nothing (no OpenTelemetry SDK warns through
 //! it) and `shutdownTelemetry` resolves at once (nothing to flush).
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use napi::bindgen_prelude::PromiseRaw;
 use napi::Env;
@@ -21,6 +21,38 @@ use rivetkit_native_core::actor::ActorContext as CoreContext;
 
 use crate::actor_context::ActorContext;
 use crate::error::spawn_promise;
+
+/// The ray ID a handle reports: its invocation's, or, for a handle whose
+/// invocation had none (the `run` handler's, a workflow's), that of the
+/// last queue message received through it, so work a message caused
+/// carries its sender's ray (docs/telemetry.md). Handles derived with
+/// `withApplicationSpan` share it.
+#[derive(Clone, Default)]
+pub(crate) struct InvocationRay {
+    own: Option<String>,
+    taken: Arc<Mutex<Option<String>>>,
+}
+
+impl InvocationRay {
+    pub(crate) fn of(own: Option<String>) -> Self {
+        Self { own, taken: Arc::default() }
+    }
+
+    pub(crate) fn current(&self) -> Option<String> {
+        self.own.clone().or_else(|| self.taken.lock().unwrap_or_else(|p| p.into_inner()).clone())
+    }
+
+    /// A handle without a ray of its own takes that of the last received
+    /// message that has one.
+    pub(crate) fn received<'a>(&self, rays: impl DoubleEndedIterator<Item = Option<&'a str>>) {
+        if self.own.is_some() {
+            return;
+        }
+        if let Some(ray) = rays.rev().flatten().next() {
+            *self.taken.lock().unwrap_or_else(|p| p.into_inner()) = Some(ray.to_owned());
+        }
+    }
+}
 
 /// Active actor invocation correlation: the application span of the handle.
 #[napi(object)]
@@ -194,7 +226,7 @@ impl ActorContext {
     pub fn with_application_span(&self, traceparent: Option<String>, tracestate: Option<String>) -> ActorContext {
         let mut ctx = ActorContext::from(self.inner.clone());
         ctx.app_span = traceparent.and_then(|t| SpanContext::parse(&t, tracestate));
-        ctx.ray_id = self.ray_id.clone();
+        ctx.ray = self.ray.clone();
         ctx
     }
 
@@ -202,13 +234,11 @@ impl ActorContext {
     /// under, or `null` when it has neither.
     #[napi(ts_return_type = "JsActorInvocationTraceContext | null")]
     pub fn invocation_trace_context(&self) -> Option<JsActorInvocationTraceContext> {
-        if self.app_span.is_none() && self.ray_id.is_none() {
+        let ray_id = self.ray.current();
+        if self.app_span.is_none() && ray_id.is_none() {
             return None;
         }
-        Some(JsActorInvocationTraceContext {
-            ray_id: self.ray_id.clone(),
-            span: self.app_span.as_ref().map(SpanContext::to_js),
-        })
+        Some(JsActorInvocationTraceContext { ray_id, span: self.app_span.as_ref().map(SpanContext::to_js) })
     }
 
     /// Opens the `actor.call` span of one call to `actionName` on an actor

@@ -43,6 +43,8 @@ pub struct Header {
     pub name: String,
     /// ms since the epoch.
     pub created_at: i64,
+    /// The ray ID of the invocation that sent it (docs/storage.md).
+    pub ray_id: Option<String>,
 }
 
 /// A received (or just sent) message.
@@ -52,6 +54,8 @@ pub struct QueueMessage {
     pub name: String,
     pub body: Vec<u8>,
     pub created_at: i64,
+    /// The ray ID of the invocation that sent it, if it had one.
+    pub ray_id: Option<String>,
     completion: Option<Completion>,
 }
 
@@ -211,7 +215,18 @@ pub(crate) async fn load(ctx: &ActorContext) -> anyhow::Result<()> {
 
 /// `queue.send(name, body)`: stored, then visible to receivers.
 pub async fn send(ctx: &ActorContext, name: &str, body: Vec<u8>) -> anyhow::Result<QueueMessage> {
-    enqueue(ctx, name, body, None).await
+    send_from(ctx, name, body, None).await
+}
+
+/// [`send`] by an invocation with the ray ID `ray_id`, stored with the
+/// message so that its receiver can carry it on.
+pub async fn send_from(
+    ctx: &ActorContext,
+    name: &str,
+    body: Vec<u8>,
+    ray_id: Option<String>,
+) -> anyhow::Result<QueueMessage> {
+    enqueue(ctx, name, body, ray_id, None).await
 }
 
 /// `queue.enqueueAndWait`: sends, then waits for the consumer's
@@ -224,8 +239,20 @@ pub async fn enqueue_and_wait(
     timeout: Option<Duration>,
     signal: Option<&CancellationToken>,
 ) -> anyhow::Result<Option<Vec<u8>>> {
+    enqueue_and_wait_from(ctx, name, body, None, timeout, signal).await
+}
+
+/// [`enqueue_and_wait`] by an invocation with the ray ID `ray_id`.
+pub async fn enqueue_and_wait_from(
+    ctx: &ActorContext,
+    name: &str,
+    body: Vec<u8>,
+    ray_id: Option<String>,
+    timeout: Option<Duration>,
+    signal: Option<&CancellationToken>,
+) -> anyhow::Result<Option<Vec<u8>>> {
     let (tx, rx) = oneshot::channel();
-    let message = enqueue(ctx, name, body, Some(tx)).await?;
+    let message = enqueue(ctx, name, body, ray_id, Some(tx)).await?;
     // The waiter goes when the wait ends, also when the caller drops it.
     let _waiting = Waiting { queue: ctx.queue(), id: message.id };
     wait_for_completion(rx, timeout, signal).await
@@ -274,10 +301,12 @@ async fn enqueue(
     ctx: &ActorContext,
     name: &str,
     body: Vec<u8>,
+    ray_id: Option<String>,
     waiter: Option<oneshot::Sender<Option<Vec<u8>>>>,
 ) -> anyhow::Result<QueueMessage> {
     let queue = ctx.queue();
-    let size = store::header_len(name) + body.len();
+    // The ray ID does not count: the limit is the contract's.
+    let size = store::header_len(name, None) + body.len();
     if size > queue.limits.max_message_size {
         return Err(limits::message_too_large(size, queue.limits.max_message_size).into_anyhow());
     }
@@ -289,7 +318,7 @@ async fn enqueue(
         }
         Ok(s.next_id.max(1))
     })?;
-    let header = Header { id, name: name.to_string(), created_at: super::schedule::now_ms() };
+    let header = Header { id, name: name.to_string(), created_at: super::schedule::now_ms(), ray_id };
     store::put(ctx, &header, &body, id.saturating_add(1)).await?;
     if let Some(waiter) = waiter {
         queue.completions(|c| c.insert(id, waiter));
@@ -299,7 +328,14 @@ async fn enqueue(
         s.index.insert(id, header.clone());
     });
     queue.arrived.notify_waiters();
-    Ok(QueueMessage { id, name: header.name, body, created_at: header.created_at, completion: None })
+    Ok(QueueMessage {
+        id,
+        name: header.name,
+        body,
+        created_at: header.created_at,
+        ray_id: header.ray_id,
+        completion: None,
+    })
 }
 
 /// `queue.nextBatch`: up to `count` messages, waiting for a first one up to
@@ -421,6 +457,7 @@ async fn take(
                     name: header.name,
                     body,
                     created_at: header.created_at,
+                    ray_id: header.ray_id,
                     completion,
                 });
             }

@@ -3,7 +3,7 @@
 //! | key | value |
 //! |---|---|
 //! | `[6, 0]` | the next message id, `u64` LE |
-//! | `[6, 1, id u64 BE]` | a message's header: `u8` version (1), `i64` LE created at (ms), then the name (UTF-8) |
+//! | `[6, 1, id u64 BE]` | a message's header: `u8` version (1), `i64` LE created at (ms), then the name (UTF-8); or version 2, for a message whose sender had a ray ID: `u8` 2, `i64` LE created at, `u8` ray ID length, the ray ID, then the name |
 //! | `[6, 2, id u64 BE]` | the message's body, as sent |
 //!
 //! A message is one put of its header, its body and the next id: one
@@ -22,6 +22,8 @@ const NEXT_ID: u8 = 0;
 const HEADERS: u8 = 1;
 const BODIES: u8 = 2;
 const HEADER_VERSION: u8 = 1;
+/// A header that also holds the sender's ray ID.
+const HEADER_VERSION_WITH_RAY: u8 = 2;
 /// Headers asked for per list request while loading (small values).
 const HEADER_PAGE: usize = LIST_PAGE_SIZE * 8;
 
@@ -45,26 +47,50 @@ pub(super) fn body_key(id: u64) -> Vec<u8> {
 
 /// Bytes a message takes in its header record (what counts against
 /// `maxQueueMessageSize` with the body).
-pub(super) fn header_len(name: &str) -> usize {
-    9 + name.len()
+pub(super) fn header_len(name: &str, ray_id: Option<&str>) -> usize {
+    9 + name.len() + ray_id.map_or(0, |ray| 1 + ray.len())
+}
+
+/// A ray ID longer than a header can hold is not kept (the clients bound
+/// it far below that).
+fn storable_ray(header: &Header) -> Option<&str> {
+    header.ray_id.as_deref().filter(|ray| ray.len() <= u8::MAX as usize)
 }
 
 pub(super) fn encode_header(header: &Header) -> Vec<u8> {
-    let mut out = Vec::with_capacity(header_len(&header.name));
-    out.push(HEADER_VERSION);
-    out.extend_from_slice(&header.created_at.to_le_bytes());
+    let ray = storable_ray(header);
+    let mut out = Vec::with_capacity(header_len(&header.name, ray));
+    match ray {
+        Some(ray) => {
+            out.push(HEADER_VERSION_WITH_RAY);
+            out.extend_from_slice(&header.created_at.to_le_bytes());
+            out.push(ray.len() as u8);
+            out.extend_from_slice(ray.as_bytes());
+        }
+        None => {
+            out.push(HEADER_VERSION);
+            out.extend_from_slice(&header.created_at.to_le_bytes());
+        }
+    }
     out.extend_from_slice(header.name.as_bytes());
     out
 }
 
-pub(super) fn decode_header(value: &[u8]) -> Option<(i64, String)> {
+/// Created at, name and ray ID of a stored header.
+pub(super) fn decode_header(value: &[u8]) -> Option<(i64, String, Option<String>)> {
     let (&version, rest) = value.split_first()?;
-    if version != HEADER_VERSION || rest.len() < 8 {
-        return None;
-    }
-    let created_at = i64::from_le_bytes(rest[..8].try_into().ok()?);
-    let name = String::from_utf8(rest[8..].to_vec()).ok()?;
-    Some((created_at, name))
+    let created_at = i64::from_le_bytes(rest.get(..8)?.try_into().ok()?);
+    let rest = &rest[8..];
+    let (ray_id, name) = match version {
+        HEADER_VERSION => (None, rest),
+        HEADER_VERSION_WITH_RAY => {
+            let (&len, rest) = rest.split_first()?;
+            let ray = rest.get(..len as usize)?;
+            (Some(String::from_utf8(ray.to_vec()).ok()?), &rest[len as usize..])
+        }
+        _ => return None,
+    };
+    Some((created_at, String::from_utf8(name.to_vec()).ok()?, ray_id))
 }
 
 fn id_of(key: &[u8]) -> Option<u64> {
@@ -95,7 +121,7 @@ pub(super) async fn load(ctx: &ActorContext) -> anyhow::Result<(Vec<Header>, u64
         }
         for (key, value) in page {
             match (id_of(&key), decode_header(&value)) {
-                (Some(id), Some((created_at, name))) => headers.push(Header { id, name, created_at }),
+                (Some(id), Some((created_at, name, ray_id))) => headers.push(Header { id, name, created_at, ray_id }),
                 _ => tracing::warn!(key = ?key, "skipping an unreadable queue message header"),
             }
         }
@@ -153,13 +179,26 @@ mod tests {
 
     #[test]
     fn headers_round_trip_and_keys_sort_by_id() {
-        let header = Header { id: 7, name: "jobs".into(), created_at: 1_700_000_000_000 };
-        assert_eq!(decode_header(&encode_header(&header)), Some((header.created_at, header.name.clone())));
-        assert_eq!(encode_header(&header).len(), header_len("jobs"));
-        assert_eq!(decode_header(&[2, 0, 0, 0, 0, 0, 0, 0, 0]), None);
+        let header = Header { id: 7, name: "jobs".into(), created_at: 1_700_000_000_000, ray_id: None };
+        assert_eq!(decode_header(&encode_header(&header)), Some((header.created_at, header.name.clone(), None)));
+        assert_eq!(encode_header(&header).len(), header_len("jobs", None));
+        assert_eq!(decode_header(&[3, 0, 0, 0, 0, 0, 0, 0, 0]), None);
         assert_eq!(decode_header(&[1, 0]), None);
         assert!(header_key(255) < header_key(256));
         assert!(header_key(u64::MAX) < body_key(0));
         assert_eq!(id_of(&header_key(300)), Some(300));
+    }
+
+    /// The sender's ray ID is kept with the message; a header written
+    /// before (version 1) still reads, with none.
+    #[test]
+    fn a_header_keeps_the_senders_ray_id() {
+        let header = Header { id: 7, name: "jobs".into(), created_at: 5, ray_id: Some("ray-1".into()) };
+        let bytes = encode_header(&header);
+        assert_eq!(bytes.len(), header_len("jobs", Some("ray-1")));
+        assert_eq!(decode_header(&bytes), Some((5, "jobs".to_string(), Some("ray-1".to_string()))));
+        assert_eq!(decode_header(&[2, 5, 0, 0, 0, 0, 0, 0, 0, 9, b'r']), None, "a cut ray ID");
+        let too_long = Header { ray_id: Some("r".repeat(300)), ..header };
+        assert_eq!(decode_header(&encode_header(&too_long)), Some((5, "jobs".to_string(), None)));
     }
 }

@@ -41,6 +41,20 @@ async fn messages_are_received_in_order_and_survive_a_new_generation() {
     assert_eq!(send(&third, "x", vec![]).await.unwrap().id, 7);
 }
 
+/// A message keeps its sender's ray ID, also in the next generation; the
+/// ray does not count against the message size limit.
+#[tokio::test]
+async fn a_message_keeps_its_senders_ray_id() {
+    let ctx = ActorContext::for_test("a", 1);
+    send_from(&ctx, "q", vec![1], Some("ray-1".into())).await.unwrap();
+    send(&ctx, "q", vec![2]).await.unwrap();
+    send_from(&ctx, "q", vec![0; 65_536 - store::header_len("q", None)], Some("ray-3".into())).await.unwrap();
+    let next = ActorContext::for_test_sharing(&ctx, 2);
+    load(&next).await.unwrap();
+    let rays: Vec<_> = next_batch(&next, any(3)).await.unwrap().into_iter().map(|m| m.ray_id).collect();
+    assert_eq!(rays, [Some("ray-1".to_string()), None, Some("ray-3".to_string())]);
+}
+
 #[tokio::test]
 async fn limits_are_structured_errors() {
     let ctx = ActorContext::for_test("a", 1);
@@ -51,7 +65,7 @@ async fn limits_are_structured_errors() {
     assert_eq!(code(&err), "queue.message_too_large");
     assert_eq!(RivetError::extract(&err).metadata.unwrap()["limit"], 65_536);
     // Name and header count: the largest body that fits.
-    send(&ctx, "q", vec![0; 65_536 - store::header_len("q")]).await.unwrap();
+    send(&ctx, "q", vec![0; 65_536 - store::header_len("q", None)]).await.unwrap();
 
     // A body is one KV value: a larger setting is lowered to that limit.
     assert_eq!(Limits::new(2, 1 << 20).max_message_size, crate::actor::kv::MAX_VALUE_SIZE);
