@@ -40,7 +40,7 @@ pub use options::{host_is_local, is_local_endpoint, EngineOptions};
 
 pub use health::{probe_engine, EngineHealth};
 pub use resolve::resolve_engine_binary;
-pub use runner_config::{ensure_runner_config, ensure_runner_config_with, RetryPolicy};
+pub use runner_config::{ensure_runner_config, ensure_runner_config_with, wait_until_listed, RetryPolicy};
 
 /// A variable lookup; the process environment in production, a closure in
 /// tests. `Sync` keeps the futures that hold it `Send` (they run on spawned tasks).

@@ -92,6 +92,62 @@ async fn upsert_once(api: &EngineApi<'_>, config: &EngineOptions) -> Result<(), 
     check(&response, "PUT /runner-configs", config)
 }
 
+/// Waits until the local engine lists the envoy `envoy_key` among its
+/// pool's envoys (`GET /envoys?name=<pool>`), at most `within`.
+///
+/// Why: the engine places a new actor only in a datacenter that lists a
+/// live envoy of its pool, and it lists ours a moment after it accepted the
+/// connection. A client that creates an actor as soon as `serve()` is ready
+/// would otherwise get `actor.no_runner_config_configured` (400, not
+/// retried by the clients) on a busy machine. Never fails: past `within`
+/// it says so and goes on. Remote engines are left alone, as above.
+pub async fn wait_until_listed(config: &EngineOptions, envoy_key: &str, within: Duration) {
+    if !is_local_endpoint(&config.endpoint) {
+        return;
+    }
+    let Ok(api) = EngineApi::new(config) else { return };
+    let deadline = tokio::time::Instant::now() + within;
+    let mut pause = Duration::from_millis(10);
+    loop {
+        match listed(&api, &config.pool_name, envoy_key).await {
+            Ok(true) => return,
+            Ok(false) => {}
+            Err(failure) => tracing::debug!(reason = %failure.reason(), "could not ask the engine for its envoys"),
+        }
+        if tokio::time::Instant::now() >= deadline {
+            tracing::warn!(
+                pool = %config.pool_name,
+                waited_ms = within.as_millis() as u64,
+                "the engine does not list this host yet; actors created now may be refused for a moment"
+            );
+            return;
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_millis(200));
+    }
+}
+
+async fn listed(api: &EngineApi<'_>, pool: &str, envoy_key: &str) -> Result<bool, Failure> {
+    #[derive(Deserialize)]
+    struct Envoys {
+        envoys: Vec<Envoy>,
+    }
+    #[derive(Deserialize)]
+    struct Envoy {
+        envoy_key: String,
+        stop_ts: Option<i64>,
+    }
+    let mut url = api.url(&["envoys"])?;
+    url.query_pairs_mut().append_pair("name", pool);
+    let response = http::get(&url, api.token, REQUEST_TIMEOUT).await.map_err(Failure::Transport)?;
+    if !response.is_success() {
+        return Err(Failure::NotReady(format!("GET /envoys answered HTTP {}", response.status)));
+    }
+    let envoys: Envoys =
+        response.json().map_err(|e| Failure::NotReady(format!("GET /envoys answered an unexpected body: {e:#}")))?;
+    Ok(envoys.envoys.iter().any(|e| e.envoy_key == envoy_key && e.stop_ts.is_none()))
+}
+
 /// Sorts a non-2xx answer into retryable or fatal.
 fn check(response: &http::Response, what: &str, config: &EngineOptions) -> Result<(), Failure> {
     if response.is_success() {
@@ -273,6 +329,33 @@ mod tests {
         assert_eq!(reqs[1].target, "/runner-configs/my%20pool?namespace=default");
         let body: Value = serde_json::from_slice(&reqs[1].body).unwrap();
         assert_eq!(body, json!({"datacenters": {"default": {"normal": {}, "drain_on_version_upgrade": true}}}));
+    }
+
+    /// Ready waits for the engine to list our envoy, and gives up quietly.
+    #[tokio::test]
+    async fn waits_until_the_engine_lists_the_envoy() {
+        let server = FakeServer::start(|req, n| match (n, req.path()) {
+            (0, _) => json_response(200, r#"{"envoys":[]}"#),
+            (1, _) => json_response(200, r#"{"envoys":[{"envoy_key":"k","stop_ts":1}]}"#),
+            (_, "/envoys") => json_response(
+                200,
+                r#"{"envoys":[{"envoy_key":"other","stop_ts":null},{"envoy_key":"k","stop_ts":null}]}"#,
+            ),
+            _ => json_response(404, "{}"),
+        })
+        .await;
+        wait_until_listed(&config(&server.url), "k", Duration::from_secs(5)).await;
+        let reqs = server.requests();
+        assert_eq!(reqs.len(), 3, "empty, then stopped, then listed");
+        assert_eq!(reqs[0].target, "/envoys?namespace=default&name=my+pool");
+
+        let never = FakeServer::start(|_, _| json_response(200, r#"{"envoys":[]}"#)).await;
+        tokio::time::timeout(
+            Duration::from_secs(5),
+            wait_until_listed(&config(&never.url), "k", Duration::from_millis(50)),
+        )
+        .await
+        .expect("bounded");
     }
 
     #[tokio::test]

@@ -83,10 +83,16 @@ impl CoreRegistry {
                     }
                 }
             }
-            if is_local_endpoint(&config.endpoint) && config.fallback_endpoints.is_empty() {
+            let local = is_local_endpoint(&config.endpoint) && config.fallback_endpoints.is_empty();
+            if local {
                 engine::ensure_runner_config_with(&config.engine_options(), runner_config_policy(&config)).await?;
             }
-            connect_envoy(&config, &dispatcher, metadata).await
+            let envoy = connect_envoy(&config, &dispatcher, metadata).await?;
+            if local {
+                // Ready means placeable: the engine lists this host.
+                engine::wait_until_listed(&config.engine_options(), &envoy.get_envoy_key(), LISTED_WAIT).await;
+            }
+            Ok::<_, anyhow::Error>(envoy)
         };
         let envoy = tokio::select! {
             biased;
@@ -105,6 +111,10 @@ impl CoreRegistry {
         Ok(())
     }
 }
+
+/// How long `serve()` waits, once connected to a local engine, for the
+/// engine to list this host before it says it is ready anyway.
+const LISTED_WAIT: Duration = Duration::from_secs(10);
 
 /// The engine this run started, announced once when the run ends (drop).
 #[derive(Default)]
