@@ -6,10 +6,27 @@
 use std::time::Duration;
 
 use super::doubles::*;
-use crate::actor::ActorConfig;
+use crate::actor::{ActorConfig, ActorTaskHandle};
 
 fn started(h: &Harness) -> usize {
     h.hooks.calls().iter().filter(|c| c.starts_with("action hang")).count()
+}
+
+/// A started actor capped at `config`'s `max_actions` whose `hang` action
+/// waits at the returned gate.
+async fn gated(config: ActorConfig) -> (Harness, Gate, ActorTaskHandle) {
+    let h = Harness::with_config(config);
+    h.start(1).await;
+    let gate = Gate::new();
+    *h.hooks.action_gate.lock().unwrap() = Some(gate.clone());
+    let handle = h.dispatcher.active_actor("actor").unwrap();
+    (h, gate, handle)
+}
+
+/// Calls `hang` in a task of its own.
+fn hang(handle: &ActorTaskHandle) -> tokio::task::JoinHandle<anyhow::Result<Vec<u8>>> {
+    let handle = handle.clone();
+    tokio::spawn(async move { handle.action("hang".into(), vec![]).await })
 }
 
 async fn settle() {
@@ -20,17 +37,8 @@ async fn settle() {
 
 #[tokio::test(start_paused = true)]
 async fn actions_past_the_cap_wait_for_a_slot() {
-    let h = Harness::with_config(ActorConfig { max_actions: 2, ..ActorConfig::default() });
-    h.start(1).await;
-    let gate = Gate::new();
-    *h.hooks.action_gate.lock().unwrap() = Some(gate.clone());
-    let handle = h.dispatcher.active_actor("actor").unwrap();
-    let callers: Vec<_> = (0..4)
-        .map(|_| {
-            let handle = handle.clone();
-            tokio::spawn(async move { handle.action("hang".into(), vec![]).await })
-        })
-        .collect();
+    let (h, gate, handle) = gated(ActorConfig { max_actions: 2, ..ActorConfig::default() }).await;
+    let callers: Vec<_> = (0..4).map(|_| hang(&handle)).collect();
     gate.entered().await;
     gate.entered().await;
     settle().await;
@@ -52,20 +60,11 @@ async fn actions_past_the_cap_wait_for_a_slot() {
 
 #[tokio::test(start_paused = true)]
 async fn a_full_line_answers_overloaded_and_the_actor_keeps_serving() {
-    let h = Harness::with_config(ActorConfig { max_actions: 1, dispatch_queue_capacity: 1, ..ActorConfig::default() });
-    h.start(1).await;
-    let gate = Gate::new();
-    *h.hooks.action_gate.lock().unwrap() = Some(gate.clone());
-    let handle = h.dispatcher.active_actor("actor").unwrap();
-    let running = tokio::spawn({
-        let handle = handle.clone();
-        async move { handle.action("hang".into(), vec![]).await }
-    });
+    let config = ActorConfig { max_actions: 1, dispatch_queue_capacity: 1, ..ActorConfig::default() };
+    let (_h, gate, handle) = gated(config).await;
+    let running = hang(&handle);
     gate.entered().await;
-    let waiting = tokio::spawn({
-        let handle = handle.clone();
-        async move { handle.action("hang".into(), vec![]).await }
-    });
+    let waiting = hang(&handle);
     settle().await;
 
     let err = handle.action("hang".into(), vec![]).await.expect_err("a third action past the line");
@@ -82,15 +81,8 @@ async fn a_full_line_answers_overloaded_and_the_actor_keeps_serving() {
 
 #[tokio::test(start_paused = true)]
 async fn an_action_whose_caller_left_while_it_waited_never_starts() {
-    let h = Harness::with_config(ActorConfig { max_actions: 1, ..ActorConfig::default() });
-    h.start(1).await;
-    let gate = Gate::new();
-    *h.hooks.action_gate.lock().unwrap() = Some(gate.clone());
-    let handle = h.dispatcher.active_actor("actor").unwrap();
-    let running = tokio::spawn({
-        let handle = handle.clone();
-        async move { handle.action("hang".into(), vec![]).await }
-    });
+    let (h, gate, handle) = gated(ActorConfig { max_actions: 1, ..ActorConfig::default() }).await;
+    let running = hang(&handle);
     gate.entered().await;
     let waiting = tokio::spawn({
         let handle = handle.clone();
