@@ -5,7 +5,7 @@ use futures::future::BoxFuture;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
-use super::action_slots::Reserved;
+use super::action_slots::{ActionSlot, Reserved};
 use super::commands::DispatchCommand;
 use super::commands::ShutdownKind;
 use super::ActorTask;
@@ -81,15 +81,10 @@ impl ActorTask {
                         let (ctx, factory, token, conn) =
                             (self.ctx.clone(), self.factory.clone(), cancel.clone(), conn.clone());
                         Box::pin(async move {
-                            // A caller that leaves while it waits: the action never starts.
-                            let _slot = tokio::select! {
-                                slot = slot => slot,
-                                _ = token.cancelled() => return Err(caller_left()),
-                            };
-                            match factory.hooks.action(&ctx, conn.as_ref(), &name, args, token) {
-                                Some(fut) => fut.await,
-                                None => Err(action_not_found(&name)),
-                            }
+                            once_slotted(slot, token, &name, |token| {
+                                factory.hooks.action(&ctx, conn.as_ref(), &name, args, token)
+                            })
+                            .await
                         })
                     }
                 };
@@ -234,7 +229,25 @@ impl ActorTask {
 struct Action {
     name: String,
     args: Vec<u8>,
-    slot: BoxFuture<'static, super::action_slots::ActionSlot>,
+    slot: BoxFuture<'static, ActionSlot>,
+}
+
+/// Calls the action once `slot` is there. A caller that leaves while it
+/// waits: the action never starts.
+async fn once_slotted(
+    slot: impl std::future::Future<Output = ActionSlot>,
+    cancel: CancellationToken,
+    name: &str,
+    call: impl FnOnce(CancellationToken) -> Option<BoxFuture<'static, anyhow::Result<Vec<u8>>>>,
+) -> anyhow::Result<Vec<u8>> {
+    let _slot = tokio::select! {
+        slot = slot => slot,
+        _ = cancel.cancelled() => return Err(caller_left()),
+    };
+    match call(cancel) {
+        Some(fut) => fut.await,
+        None => Err(action_not_found(name)),
+    }
 }
 
 /// What a waiting action resolves to once its caller left (nobody reads it).
@@ -298,17 +311,8 @@ fn http_action(
         conn.set_ray_id(request.ray_id());
         connect_hooks(ctx.clone(), factory.clone(), conn.clone(), Some(request)).await?;
         // The wait for a slot counts toward the action's timeout.
-        let run = async {
-            // A caller that leaves while it waits: the action never starts.
-            let _slot = tokio::select! {
-                slot = slot => slot,
-                _ = cancel.cancelled() => return Err(caller_left()),
-            };
-            match factory.hooks.action(&ctx, Some(&conn), &name, args, cancel) {
-                Some(fut) => fut.await,
-                None => Err(action_not_found(&name)),
-            }
-        };
+        let run =
+            once_slotted(slot, cancel, &name, |cancel| factory.hooks.action(&ctx, Some(&conn), &name, args, cancel));
         let result = tokio::time::timeout(factory.config.action_timeout, run)
             .await
             .unwrap_or_else(|_| Err(catalog::action_timed_out().into_anyhow()));
