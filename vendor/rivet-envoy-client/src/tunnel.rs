@@ -122,6 +122,31 @@ pub fn complete_http_request(
 		.insert(make_ws_key(&gateway_id, &request_id));
 }
 
+/// A route for a refused streamed upload, so the body frames the gateway
+/// may already have sent are drained rather than taken for violations; its
+/// finish, cancellation, abort or the connection's close removes it.
+fn keep_drain_route(
+	ctx: &mut EnvoyContext,
+	message_id: &protocol::MessageId,
+	actor_id: &str,
+	actor_generation: Option<u32>,
+	session: u64,
+) {
+	let key: [&[u8]; 2] = [&message_id.gateway_id, &message_id.request_id];
+	ctx.http_message_indices.insert(&key, 1);
+	ctx.http_request_routes.insert(
+		&key,
+		HttpRequestRoute {
+			actor_id: actor_id.to_owned(),
+			actor_generation,
+			actor_admitted: false,
+			session,
+			gateway_id: message_id.gateway_id,
+			request_id: message_id.request_id,
+		},
+	);
+}
+
 pub async fn handle_tunnel_message(
 	ctx: &mut EnvoyContext,
 	connection_session: u64,
@@ -463,19 +488,13 @@ async fn handle_request_start(
 		Some((_, None)) => {
 			tracing::debug!(%actor_id, ?actor_generation, cap, "request refused: too many wait for this actor");
 			if request_stream {
-				// Its body frames may already be on their way: keep a route
-				// that drains them, as for a refused request below.
-				ctx.http_message_indices.insert(&key, 1);
-				ctx.http_request_routes.insert(
-					&key,
-					HttpRequestRoute {
-						actor_id: actor_id.clone(),
-						actor_generation,
-						actor_admitted: false,
-						session: connection_session,
-						gateway_id: message_id.gateway_id,
-						request_id: message_id.request_id,
-					},
+				// Its body frames may already be on their way, as below.
+				keep_drain_route(
+					ctx,
+					&message_id,
+					&actor_id,
+					actor_generation,
+					connection_session,
 				);
 			}
 			send_error_response(
@@ -502,17 +521,12 @@ async fn handle_request_start(
 		// in flight when this rejection reaches Gateway. Keep a short-lived drain route only for a
 		// streamed upload; its finish, cancellation, abort, or connection close removes the state.
 		if request_stream {
-			ctx.http_message_indices.insert(&key, 1);
-			ctx.http_request_routes.insert(
-				&key,
-				HttpRequestRoute {
-					actor_id: actor_id.clone(),
-					actor_generation,
-					actor_admitted: false,
-					session: connection_session,
-					gateway_id: message_id.gateway_id,
-					request_id: message_id.request_id,
-				},
+			keep_drain_route(
+				ctx,
+				&message_id,
+				&actor_id,
+				actor_generation,
+				connection_session,
 			);
 		}
 		if stopped_recently {
