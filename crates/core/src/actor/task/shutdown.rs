@@ -101,6 +101,7 @@ impl ActorTask {
         // The final save covers every request made before it began.
         let revision = self.ctx.saves().begin_save();
         let result = if self.ctx.is_lost() {
+            log_lost();
             Ok(())
         } else {
             let timeout = MIN_FINAL_SAVE_TIMEOUT.max(self.factory.config.sleep_grace_period);
@@ -143,7 +144,7 @@ impl ActorTask {
 
     /// Lost: no user hooks, no writes, everything bounded by 2 s.
     pub(super) async fn abort_lost(&mut self) {
-        tracing::info!("generation lost; tearing down without hooks");
+        log_lost();
         self.ctx.enter(Phase::Stopped);
         self.ctx.abort_token().cancel();
         if let Some(grace) = self.grace.as_mut() {
@@ -184,6 +185,16 @@ impl ActorTask {
             let _ = reply.send(r);
         }
     }
+}
+
+/// Said once per lost generation, so an operator reading a fence or a
+/// drain knows which actors' changes did not survive (docs/durability.md,
+/// "The lease"): with the output gate on, only changes never answered.
+fn log_lost() {
+    tracing::warn!(
+        "generation lost (the engine may run it elsewhere): torn down without hooks or writes; what this actor \
+         changed since its last acknowledged save is lost"
+    );
 }
 
 /// The final save, tried again while it fails for a reason that may
