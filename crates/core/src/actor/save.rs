@@ -22,12 +22,31 @@ pub struct SaveOptions {
 
 /// What the finished saves covered: the newest revision any save (or the
 /// end of the generation) answered, the newest one a successful save made
-/// durable, and the newest failure.
+/// durable, the newest failure, how many saves failed, and whether no save
+/// will run again.
 #[derive(Debug, Clone, Default)]
 pub struct SaveOutcome {
     pub revision: u64,
     pub ok_through: u64,
     pub error: Option<RivetError>,
+    pub failures: u64,
+    pub closed: bool,
+}
+
+/// How many failed saves a waiter sits through before it gives up: the
+/// task tries a failed save again 100 ms later, and the engine's store
+/// fails some writes under load ("transaction failed") that pass on the
+/// next try. An answer refused for one such failure would be a 503 for
+/// work that was about to be durable.
+pub const WAIT_FAILED_SAVES: u64 = 4;
+
+/// Failures no later save can mend: the generation may no longer write,
+/// or what it holds is over a storage limit.
+fn is_permanent(error: &RivetError) -> bool {
+    matches!(
+        (error.group.as_str(), error.code.as_str()),
+        ("actor", "stopping" | "state_too_large") | ("connection", "record_too_large")
+    )
 }
 
 pub struct SaveRequests {
@@ -119,16 +138,30 @@ impl SaveRequests {
             o.revision = o.revision.max(revision);
             match error {
                 None => o.ok_through = o.ok_through.max(revision),
-                Some(error) => o.error = Some(error),
+                Some(error) => {
+                    o.failures += 1;
+                    o.error = Some(error);
+                }
             }
         });
     }
 
-    /// Waits until a save covering `revision` finished; its error if it failed.
+    /// Waits until a save covering `revision` is acknowledged. Fails once
+    /// no save will cover it: the generation ended first, a covering save
+    /// failed for good ([`is_permanent`]), or [`WAIT_FAILED_SAVES`] saves
+    /// failed in a row while it waited; the newest failure says why.
     pub async fn wait_for(&self, revision: u64) -> anyhow::Result<()> {
         let mut rx = self.outcome.subscribe();
+        let failures_before = rx.borrow().failures;
         let outcome = rx
-            .wait_for(|o| o.revision >= revision)
+            .wait_for(|o| {
+                o.ok_through >= revision
+                    || o.closed
+                    || (o.revision >= revision
+                        && o.error
+                            .as_ref()
+                            .is_some_and(|e| is_permanent(e) || o.failures - failures_before >= WAIT_FAILED_SAVES))
+            })
             .await
             .map(|o| o.clone())
             .map_err(|_| crate::error::catalog::actor_stopping(None).into_anyhow())?;
@@ -142,6 +175,7 @@ impl SaveRequests {
     pub fn abandon(&self, error: RivetError) {
         let requested = self.pending.lock().unwrap_or_else(|e| e.into_inner()).requested;
         self.outcome.send_modify(|o| {
+            o.closed = true;
             if requested > o.ok_through {
                 o.revision = o.revision.max(requested);
                 o.error = Some(error);
@@ -206,6 +240,34 @@ mod tests {
         let covered = s.begin_save();
         s.finish_save(covered, &Ok(()));
         waiter.await.unwrap().unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_waiter_sits_through_passing_failures_but_not_lasting_or_permanent_ones() {
+        use futures::FutureExt;
+        let s = SaveRequests::default();
+        let busy = || Err(anyhow::anyhow!("transaction failed"));
+        let rev = s.request(SaveOptions { immediate: true, ..Default::default() }, Duration::from_secs(1)).unwrap();
+        let mut waiter = Box::pin(s.wait_for(rev));
+        assert!(waiter.as_mut().now_or_never().is_none());
+        s.finish_save(s.begin_save(), &busy());
+        assert!(waiter.as_mut().now_or_never().is_none(), "one failure: the retry may land");
+        s.finish_save(s.begin_save(), &Ok(()));
+        waiter.await.unwrap();
+
+        let rev = s.request(SaveOptions { immediate: true, ..Default::default() }, Duration::from_secs(1)).unwrap();
+        let mut waiter = Box::pin(s.wait_for(rev));
+        for _ in 0..WAIT_FAILED_SAVES {
+            assert!(waiter.as_mut().now_or_never().is_none());
+            s.finish_save(s.begin_save(), &busy());
+        }
+        assert!(waiter.await.is_err(), "failed in a row: refused");
+
+        let rev = s.request(SaveOptions { immediate: true, ..Default::default() }, Duration::from_secs(1)).unwrap();
+        let waiter = s.wait_for(rev);
+        s.finish_save(s.begin_save(), &Err(RivetError::new("actor", "state_too_large", "big").into_anyhow()));
+        let err = waiter.await.unwrap_err();
+        assert_eq!(RivetError::extract(&err).qualified_code(), "actor.state_too_large", "no retry mends it");
     }
 
     #[tokio::test(start_paused = true)]

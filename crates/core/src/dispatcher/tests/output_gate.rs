@@ -47,12 +47,28 @@ async fn gates_opened_together_share_one_save_and_an_unchanged_state_writes_noth
     assert_eq!(h.link.puts.load(SeqCst), puts);
 }
 
+/// The engine's store fails some writes under load ("transaction
+/// failed"); the task tries again 100 ms later, and the answer waits for
+/// that try instead of refusing work that was about to be durable.
 #[tokio::test(start_paused = true)]
-async fn a_failed_save_refuses_the_answer() {
+async fn an_answer_sits_through_a_save_that_fails_once() {
+    let h = stateful(OutputGate::On);
+    let ctx = h.start(1).await;
+    let handle = h.dispatcher.active_actor("actor").unwrap();
+    h.link.failing_puts.store(1, SeqCst);
+    handle.action("set:x".into(), vec![]).await.unwrap();
+    handle.output_gate().await.expect("the retried save is acknowledged");
+    assert_eq!(h.link.failing_puts.load(SeqCst), 0, "the first put failed");
+    let record = storage::load_record(&ctx).await.unwrap().expect("a record");
+    assert_eq!(record.state, b"x".to_vec());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_save_that_keeps_failing_refuses_the_answer() {
     let h = stateful(OutputGate::On);
     let _ctx = h.start(1).await;
     let handle = h.dispatcher.active_actor("actor").unwrap();
-    h.link.failing_puts.store(1, SeqCst);
+    h.link.failing_puts.store(crate::actor::save::WAIT_FAILED_SAVES as usize, SeqCst);
     handle.action("set:x".into(), vec![]).await.unwrap();
     let err = handle.output_gate().await.unwrap_err();
     let e = RivetError::extract(&err);
@@ -214,14 +230,21 @@ async fn an_event_whose_save_failed_is_dropped_and_a_close_still_goes_out() {
     let handle = h.dispatcher.active_actor("actor").unwrap();
     let wire = Wire::new(&h);
     let conn = subscribed(&ctx, &wire, "changed");
-    h.link.failing_puts.store(1, SeqCst);
+    // Every save fails until the event's waiter gives up.
+    h.link.failing_puts.store(1000, SeqCst);
     handle.action("set:x".into(), vec![]).await.unwrap();
     ctx.broadcast("changed", &[]);
     ctx.close_conn_transport(&conn, 1000, "bye");
     assert!(wire.sent().is_empty(), "the close waits behind the event");
     let _ = handle.output_gate().await;
-    tokio::task::yield_now().await;
+    for _ in 0..50 {
+        if !wire.sent().is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
     assert_eq!(wire.sent(), ["close"], "the unsaved change was not reported; the close kept its place");
+    h.link.failing_puts.store(0, SeqCst);
     // The actor keeps working: the next event leaves once a save lands.
     let wire = Wire::new(&h);
     subscribed(&ctx, &wire, "again");
