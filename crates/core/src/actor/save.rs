@@ -41,8 +41,9 @@ pub struct SaveOutcome {
 pub const WAIT_FAILED_SAVES: u64 = 4;
 
 /// Failures no later save can mend: the generation may no longer write,
-/// or what it holds is over a storage limit.
-fn is_permanent(error: &RivetError) -> bool {
+/// or what it holds is over a storage limit. Neither a waiter nor the
+/// final save's retries sit through them.
+pub(crate) fn is_permanent(error: &RivetError) -> bool {
     matches!(
         (error.group.as_str(), error.code.as_str()),
         ("actor", "stopping" | "state_too_large") | ("connection", "record_too_large")

@@ -192,8 +192,8 @@ impl ActorTask {
 /// "The lease"): with the output gate on, only changes never answered.
 fn log_lost() {
     tracing::warn!(
-        "generation lost (the engine may run it elsewhere): torn down without hooks or writes; what this actor \
-         changed since its last acknowledged save is lost"
+        "generation lost (the engine may run it elsewhere): it writes nothing more; what this actor changed \
+         since its last acknowledged save is lost"
     );
 }
 
@@ -204,7 +204,7 @@ fn log_lost() {
 /// [`FINAL_SAVE_ATTEMPTS`] tries (the engine answers a write over its
 /// limits with the same words, and that one never passes); the caller
 /// bounds the whole. A generation that may no longer write, and a
-/// connection record too large to store, are not tried again.
+/// failure no retry mends (`save::is_permanent`), are not tried again.
 async fn final_save_with_retries(ctx: &ActorContext, hooks: &dyn ActorHooks) -> anyhow::Result<()> {
     let mut wait = FINAL_SAVE_RETRY_FIRST;
     for attempt in 1.. {
@@ -213,11 +213,10 @@ async fn final_save_with_retries(ctx: &ActorContext, hooks: &dyn ActorHooks) -> 
             Ok(()) => return Ok(()),
             Err(err) => err,
         };
-        let code = crate::error::RivetError::extract(&err).qualified_code();
         if attempt >= FINAL_SAVE_ATTEMPTS
             || ctx.writes_closed()
             || ctx.is_lost()
-            || code == "connection.record_too_large"
+            || crate::actor::save::is_permanent(&crate::error::RivetError::extract(&err))
         {
             return Err(err);
         }
