@@ -29,7 +29,9 @@
 // first side's actors in a pool with no host left.
 //
 // Knobs: BENCH_CLUSTER_SCENARIOS=rolling,sigkill,partition,gate,
-// BENCH_CLUSTER_IMPLS=rivetkit-napi,rivetkit-native, BENCH_GATE_ACTIONS=300.
+// BENCH_CLUSTER_IMPLS=rivetkit-napi,rivetkit-native, BENCH_GATE_ACTIONS=300,
+// BENCH_PARTITION_MS=20000 (how long the partition holds bytes; 12000 ends
+// it after the host's lease but before the engine's own ping timeout).
 // About 5 minutes on 2 cores.
 
 import { setTimeout as sleep } from "node:timers/promises";
@@ -45,6 +47,7 @@ import { spawnHost } from "./lib/host.mjs";
 import { fmt, table } from "./lib/stats.mjs";
 
 const LOST_THRESHOLD_MS = 8_000;
+const PARTITION_MS = Number(process.env.BENCH_PARTITION_MS ?? LOST_THRESHOLD_MS + 12_000);
 const NAMES = { "rivetkit-napi": "theirs", "rivetkit-native": "ours" };
 const read = (handle) => handle.get();
 
@@ -127,7 +130,7 @@ async function partition(engine, client, impl, pool) {
 	for (const key of keys) traffic.answered.get(key).unshift(first.get(key));
 	await waitFor(() => traffic.count >= 100, { timeoutMs: 60_000, what: "load warmed up" });
 	proxy.hold();
-	await sleep(LOST_THRESHOLD_MS + 12_000);
+	await sleep(PARTITION_MS);
 	proxy.release();
 	await everyCounterAnswersAgain(traffic, keys, "after the heal");
 	const { answered, failures, longestStall } = await traffic.stop();

@@ -135,7 +135,7 @@ struct PendingStop {
 	stop_message: Option<String>,
 }
 
-const LOST_STOP_MESSAGE: &str = "envoy connection lost";
+pub(crate) const LOST_STOP_MESSAGE: &str = "envoy connection lost";
 
 impl PendingStop {
 	/// A stop that escalates to lost must still report `Stopped(Error)`, even if it started as a

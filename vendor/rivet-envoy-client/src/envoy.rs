@@ -77,6 +77,11 @@ pub struct EnvoyContext {
 	pub processed_command_idx: HashMap<(String, u32), i64>,
 	/// rivetkit-native patch: see `crate::stopped_here`.
 	pub stopped_here: crate::stopped_here::StoppedHere,
+	/// rivetkit-native patch: the old key and the `Stopped` events a fence
+	/// owes the engine, said on the next connection's start
+	/// (`connection::farewell`), and that farewell's task.
+	pub farewell: Option<(Arc<str>, Vec<protocol::EventWrapper>)>,
+	pub farewell_task: Option<tokio::task::JoinHandle<()>>,
 	/// rivetkit-native patch: requests waiting for the engine's stop of
 	/// their generation (`crate::stopped_here::Parked`).
 	pub parked_requests: Vec<crate::stopped_here::Parked>,
@@ -115,6 +120,9 @@ pub struct ActorEntry {
 	/// rivetkit-native patch: requests waiting in this generation's inbox
 	/// (`crate::queued_requests`).
 	pub queued_requests: Arc<crate::queued_requests::QueuedRequests>,
+	/// rivetkit-native patch: the checkpoint index after the last event sent
+	/// for this generation (`fence`).
+	pub next_event_index: i64,
 }
 
 #[derive(Default)]
@@ -310,6 +318,7 @@ impl EnvoyContext {
 					last_command_idx,
 					received_stop: false,
 					queued_requests: Default::default(),
+					next_event_index: 0,
 				},
 			);
 		self.shared
@@ -532,6 +541,8 @@ fn start_envoy_sync_inner(config: EnvoyConfig) -> EnvoyHandle {
 		buffered_messages: Vec::new(),
 		processed_command_idx: HashMap::new(),
 		stopped_here: Default::default(),
+		farewell: None,
+		farewell_task: None,
 		lease: Default::default(),
 		withdrawn: false,
 		parked_requests: Vec::new(),
@@ -723,7 +734,7 @@ async fn envoy_loop(
 				}
 			} => {
 				branch = "lost_timeout";
-				fence(&mut ctx, "stopping all actors due to envoy lost threshold");
+				fence(&mut ctx, "stopping all actors due to envoy lost threshold").await;
 				lost_timeout = None;
 			}
 			_ = async {
@@ -738,7 +749,8 @@ async fn envoy_loop(
 					fence(
 						&mut ctx,
 						"stopping all actors because the engine stopped pinging and is about to declare them lost",
-					);
+					)
+					.await;
 					lost_timeout = None;
 				}
 			}
@@ -747,6 +759,9 @@ async fn envoy_loop(
 	}
 
 	// Cleanup
+	if let Some(task) = ctx.farewell_task.take() {
+		task.abort();
+	}
 	{
 		let guard = ctx.shared.ws_tx.lock().await;
 		if let Some(tx) = guard.as_ref() {
@@ -836,6 +851,18 @@ async fn handle_conn_message(
 			// new connection (`EnvoyHandle::withdraw`).
 			if ctx.withdrawn {
 				ws_send(&ctx.shared, protocol::ToRivet::ToRivetStopping).await;
+			}
+			// rivetkit-native patch: see `connection::farewell`.
+			#[cfg(feature = "native-transport")]
+			if let Some((old_key, events)) = ctx.farewell.take() {
+				if let Some(task) = ctx.farewell_task.take() {
+					task.abort();
+				}
+				ctx.farewell_task = Some(crate::connection::spawn_farewell(
+					ctx.shared.clone(),
+					old_key,
+					events,
+				));
 			}
 			resend_unacknowledged_events(ctx).await;
 			process_unsent_kv_requests(ctx).await;
@@ -932,14 +959,52 @@ fn engine_ping_silence_wait(ctx: &EnvoyContext) -> Option<std::time::Duration> {
 /// rivetkit-native patch: declares the actors lost and, if there were any,
 /// replaces the envoy key, which also ends the old key's connection
 /// (`crate::envoy_key`).
-fn fence(ctx: &mut EnvoyContext, message: &'static str) {
+pub(crate) async fn fence(ctx: &mut EnvoyContext, message: &'static str) {
 	let had_actors = !ctx.actors.is_empty();
+	let rotate = had_actors && !ctx.shutting_down;
+	if rotate {
+		report_fenced_on_old_key(ctx).await;
+	}
 	declare_actors_lost(ctx, message);
-	if had_actors && !ctx.shutting_down {
+	if rotate {
 		let old = ctx.shared.envoy_key.get();
 		let new = ctx.shared.envoy_key.rotate();
 		tracing::warn!(old_envoy_key = %old, new_envoy_key = %new, "connecting again under a new envoy key");
 	}
+}
+
+/// rivetkit-native patch: before the key is replaced, tells the engine on the
+/// old key's connection that every generation here has stopped as lost. The
+/// engine takes an actor's events only from the envoy key it placed the actor
+/// on; sent later under the new key, this `Stopped` would be ignored and the
+/// engine would keep routing those actors to a key nobody answers until its
+/// own lost check, a threshold or two later. Behind a partition the frames
+/// wait in the socket and arrive with the heal, before the old connection's
+/// close (`connection::native`, "fenced"). Not kept for a resend: the new
+/// connection cannot deliver them. See docs/durability.md, "After a fence".
+async fn report_fenced_on_old_key(ctx: &mut EnvoyContext) {
+	let mut events = Vec::new();
+	for (actor_id, gens) in &ctx.actors {
+		for (generation, entry) in gens {
+			events.push(crate::connection::stopped_as_lost(
+				actor_id.clone(),
+				*generation,
+				entry.next_event_index,
+			));
+		}
+	}
+	tracing::info!(
+		count = events.len(),
+		"reporting the fenced generations stopped on the old key's connection"
+	);
+	ws_send(
+		&ctx.shared,
+		protocol::ToRivet::ToRivetEvents(events.clone()),
+	)
+	.await;
+	// Said again on a connection of its own once the network is back
+	// (`connection::farewell`): the engine may have closed this one first.
+	ctx.farewell = Some((ctx.shared.envoy_key.get(), events));
 }
 
 /// Stops every actor on this envoy because the engine has given up on them. The lost token is

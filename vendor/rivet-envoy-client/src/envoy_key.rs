@@ -7,10 +7,10 @@
 //! runs: a reconnect under the same key would be handed the old key's
 //! unacknowledged commands. So the key is replaced, as the published client
 //! does from 2.3.32 on, and the connection made under the old key is given
-//! up: the next connection registers a new, empty envoy. Events still owed
-//! for the old generations go out under the new key; the engine ignores
-//! events that do not come from an actor's current envoy, and declares the
-//! old key lost on its own clock.
+//! up: the next connection registers a new, empty envoy. The old
+//! generations' `Stopped` goes out under the old key, on its last
+//! connection and on a farewell connection (`crate::connection::farewell`);
+//! the engine ignores events that do not come from an actor's current envoy.
 
 use std::fmt;
 use std::sync::{Arc, RwLock};

@@ -36,6 +36,8 @@ pub async fn handle_send_events(ctx: &mut EnvoyContext, events: Vec<protocol::Ev
 		let entry =
 			ctx.get_actor_entry_mut(&event.checkpoint.actor_id, event.checkpoint.generation);
 		if let Some(entry) = entry {
+			// rivetkit-native patch: for the fence's report (`envoy::fence`).
+			entry.next_event_index = entry.next_event_index.max(event.checkpoint.index + 1);
 			if let protocol::Event::EventActorStateUpdate(ref state_update) = event.inner {
 				if matches!(
 					state_update.state,
@@ -198,11 +200,16 @@ pub(crate) mod tests {
 	}
 
 	pub(crate) fn new_envoy_context() -> (EnvoyContext, EnvoyHandle) {
+		new_envoy_context_at("http://127.0.0.1:1")
+	}
+
+	/// rivetkit-native patch: a context whose engine endpoint is `endpoint`.
+	pub(crate) fn new_envoy_context_at(endpoint: &str) -> (EnvoyContext, EnvoyHandle) {
 		let (envoy_tx, _envoy_rx) = mpsc::unbounded_channel();
 		let shared = Arc::new(SharedContext {
 			config: EnvoyConfig {
 				version: 1,
-				endpoint: "http://127.0.0.1:1".to_string(),
+				endpoint: endpoint.to_string(),
 				fallback_endpoints: Vec::new(),
 				token: None,
 				namespace: "test".to_string(),
@@ -261,6 +268,8 @@ pub(crate) mod tests {
 				buffered_messages: Vec::new(),
 				processed_command_idx: HashMap::new(),
 				stopped_here: Default::default(),
+				farewell: None,
+				farewell_task: None,
 				lease: Default::default(),
 				withdrawn: false,
 				parked_requests: Vec::new(),
@@ -667,5 +676,50 @@ pub(crate) mod tests {
 		// HTTP frames reach the socket through a relay task: give it time.
 		let answered = tokio::time::timeout(std::time::Duration::from_millis(300), rx.recv()).await;
 		assert!(answered.is_err(), "a trailing frame was answered");
+	}
+
+	/// rivetkit-native patch: a fence reports every generation stopped, as
+	/// lost, on the old key's connection, after the last event each sent,
+	/// and keeps the same report for the old key's farewell.
+	#[tokio::test]
+	async fn a_fence_reports_its_generations_stopped_under_the_old_key() {
+		let (mut ctx, _handle) = new_envoy_context();
+		let (tx, mut rx) = mpsc::unbounded_channel();
+		install_connection(&ctx.shared, tx).await;
+		insert_actor(&mut ctx, "fenced", 1, Arc::new(AsyncCounter::new()), false);
+		let running = protocol::EventWrapper {
+			checkpoint: protocol::ActorCheckpoint {
+				actor_id: "fenced".to_string(),
+				generation: 1,
+				index: 0,
+			},
+			inner: protocol::Event::EventActorStateUpdate(protocol::EventActorStateUpdate {
+				state: protocol::ActorState::ActorStateRunning,
+			}),
+		};
+		handle_send_events(&mut ctx, vec![running]).await;
+		let _ = rx.recv().await.expect("the running event");
+		let old_key = ctx.shared.envoy_key.get();
+
+		crate::envoy::fence(&mut ctx, "test").await;
+
+		let WsTxMessage::Send(bytes) = rx
+			.try_recv()
+			.expect("the report, sent before the fence returns")
+		else {
+			panic!("expected an event frame");
+		};
+		let report = protocol::versioned::ToRivet::deserialize(&bytes, protocol::PROTOCOL_VERSION)
+			.expect("decode the report");
+		let expected = crate::connection::stopped_as_lost("fenced".to_string(), 1, 1);
+		assert_eq!(
+			report,
+			protocol::ToRivet::ToRivetEvents(vec![expected.clone()])
+		);
+		assert_ne!(ctx.shared.envoy_key.get(), old_key);
+		assert!(ctx.actors.is_empty());
+		let (farewell_key, farewell_events) = ctx.farewell.take().expect("a farewell");
+		assert_eq!(farewell_key, old_key);
+		assert_eq!(farewell_events, vec![expected]);
 	}
 }

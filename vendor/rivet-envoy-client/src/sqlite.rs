@@ -712,6 +712,8 @@ mod tests {
 			buffered_messages: Vec::new(),
 			processed_command_idx: HashMap::new(),
 			stopped_here: Default::default(),
+			farewell: None,
+			farewell_task: None,
 			lease: Default::default(),
 			withdrawn: false,
 			parked_requests: Vec::new(),

@@ -1027,6 +1027,26 @@ pub(crate) async fn send_error_response_from(
 	message: &str,
 	actor: Option<(&str, u32)>,
 ) {
+	let response = error_response(gateway_id, request_id, error_code, message, actor);
+	match connection_session {
+		Some(session) => {
+			let _ = crate::connection::ws_send_http_for_session(shared, response, session).await;
+		}
+		None => {
+			ws_send(shared, response).await;
+		}
+	}
+}
+
+/// rivetkit-native patch: the one-frame 503 answer carrying `error_code`
+/// (also said by `connection::farewell`).
+pub(crate) fn error_response(
+	gateway_id: protocol::GatewayId,
+	request_id: protocol::RequestId,
+	error_code: &str,
+	message: &str,
+	actor: Option<(&str, u32)>,
+) -> protocol::ToRivet {
 	// rivetkit-native patch: the group comes from the code ("envoy." before).
 	let (group, code) = error_code.split_once('.').unwrap_or(("envoy", error_code));
 	let mut error = serde_json::json!({
@@ -1049,7 +1069,7 @@ pub(crate) async fn send_error_response_from(
 	headers.insert("content-type".to_string(), "application/json".to_owned());
 	headers.insert("content-length".to_string(), body.len().to_string());
 
-	let response = protocol::ToRivet::ToRivetTunnelMessage(protocol::ToRivetTunnelMessage {
+	protocol::ToRivet::ToRivetTunnelMessage(protocol::ToRivetTunnelMessage {
 		message_id: protocol::MessageId {
 			gateway_id,
 			request_id,
@@ -1063,13 +1083,5 @@ pub(crate) async fn send_error_response_from(
 				stream: false,
 			},
 		),
-	});
-	match connection_session {
-		Some(session) => {
-			let _ = crate::connection::ws_send_http_for_session(shared, response, session).await;
-		}
-		None => {
-			ws_send(shared, response).await;
-		}
-	}
+	})
 }

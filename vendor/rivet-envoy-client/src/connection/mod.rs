@@ -185,6 +185,10 @@ compile_error!(
 );
 
 #[cfg(feature = "native-transport")]
+mod farewell;
+#[cfg(feature = "native-transport")]
+pub(crate) use farewell::{spawn_farewell, stopped_as_lost};
+#[cfg(feature = "native-transport")]
 mod native;
 #[cfg(feature = "wasm-transport")]
 mod wasm;
@@ -199,6 +203,16 @@ pub use wasm::start_connection;
 	all(feature = "wasm-transport", target_arch = "wasm32")
 ))]
 async fn send_initial_metadata(shared: &SharedContext) {
+	ws_send(shared, initial_metadata(shared)).await;
+}
+
+/// The first message of every connection: the actor names and the envoy's
+/// metadata.
+#[cfg(any(
+	feature = "native-transport",
+	all(feature = "wasm-transport", target_arch = "wasm32")
+))]
+fn initial_metadata(shared: &SharedContext) -> protocol::ToRivet {
 	let mut prepopulate_map = HashMap::new();
 	for (name, actor) in &shared.config.prepopulate_actor_names {
 		prepopulate_map.insert(
@@ -216,14 +230,10 @@ async fn send_initial_metadata(shared: &SharedContext) {
 		.as_ref()
 		.map(|m| serde_json::to_string(m).unwrap_or_else(|_| "{}".to_string()));
 
-	ws_send(
-		shared,
-		protocol::ToRivet::ToRivetMetadata(protocol::ToRivetMetadata {
-			prepopulate_actor_names: Some(prepopulate_map),
-			metadata: metadata_json,
-		}),
-	)
-	.await;
+	protocol::ToRivet::ToRivetMetadata(protocol::ToRivetMetadata {
+		prepopulate_actor_names: Some(prepopulate_map),
+		metadata: metadata_json,
+	})
 }
 
 #[cfg(any(
@@ -374,6 +384,11 @@ fn endpoints(shared: &SharedContext) -> Vec<&str> {
 	all(feature = "wasm-transport", target_arch = "wasm32")
 ))]
 fn ws_url(shared: &SharedContext, endpoint: &str) -> String {
+	ws_url_for_key(shared, endpoint, &shared.envoy_key.get())
+}
+
+/// The connect URL under a given envoy key (`farewell` uses the old one).
+fn ws_url_for_key(shared: &SharedContext, endpoint: &str, key: &str) -> String {
 	let ws_endpoint = endpoint
 		.replace("http://", "ws://")
 		.replace("https://", "wss://");
@@ -384,7 +399,7 @@ fn ws_url(shared: &SharedContext, endpoint: &str) -> String {
 		base_url,
 		protocol::PROTOCOL_VERSION,
 		urlencoding::encode(&shared.config.namespace),
-		urlencoding::encode(&shared.envoy_key.get()),
+		urlencoding::encode(key),
 		urlencoding::encode(&shared.config.version.to_string()),
 		urlencoding::encode(&shared.config.pool_name),
 	)

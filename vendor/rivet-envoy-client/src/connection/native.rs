@@ -23,7 +23,7 @@ pub fn start_connection(shared: Arc<SharedContext>) {
 	tokio::spawn(connection_loop(shared).instrument(span));
 }
 
-fn websocket_config() -> tungstenite::protocol::WebSocketConfig {
+pub(super) fn websocket_config() -> tungstenite::protocol::WebSocketConfig {
 	tungstenite::protocol::WebSocketConfig::default()
 		.max_message_size(None)
 		.max_frame_size(None)
@@ -208,6 +208,10 @@ fn host_port(endpoint: &str) -> Option<String> {
 /// after ours was written.
 const CLOSE_REPLY_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// rivetkit-native patch: how long a fenced connection's writer may take to
+/// write what the fence queued and its close frame.
+const FENCE_FLUSH_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
 async fn single_connection(
 	shared: &Arc<SharedContext>,
 	endpoint: &str,
@@ -221,33 +225,7 @@ async fn single_connection(
 	let mut key_epoch = shared.envoy_key.subscribe();
 	key_epoch.mark_unchanged();
 	let url = super::ws_url(shared, endpoint);
-	let protocols = {
-		let mut p = vec!["rivet".to_string()];
-		if let Some(token) = &shared.config.token {
-			p.push(format!("rivet_token.{token}"));
-		}
-		p
-	};
-
-	// Initialize with a default CryptoProvider for rustls
-	let provider = rustls::crypto::ring::default_provider();
-	if provider.install_default().is_err() {
-		tracing::debug!("crypto provider already installed in this process");
-	}
-
-	let request = tungstenite::http::Request::builder()
-		.uri(&url)
-		.header("Sec-WebSocket-Protocol", protocols.join(", "))
-		.header("Connection", "Upgrade")
-		.header("Upgrade", "websocket")
-		.header(
-			"Sec-WebSocket-Key",
-			tungstenite::handshake::client::generate_key(),
-		)
-		.header("Sec-WebSocket-Version", "13")
-		.header("Host", extract_host(&url))
-		.body(())
-		.map_err(|e| anyhow::anyhow!("failed to build ws request: {e}"))?;
+	let request = connect_request(shared, &url)?;
 
 	// rivetkit-native patch: Nagle off on the envoy socket (`disable_nagle`),
 	// and quick ACKs re-armed after every read (see `quickack`).
@@ -285,7 +263,7 @@ async fn single_connection(
 	let shared2 = shared.clone();
 	let write_span = tracing::debug_span!("envoy_ws_write", envoy_key = %shared2.envoy_key);
 	let (write_failed_tx, mut write_failed_rx) = oneshot::channel();
-	let write_handle = tokio::spawn(
+	let mut write_handle = tokio::spawn(
 		async move {
 			let mut write_failed_tx = Some(write_failed_tx);
 			super::send_initial_metadata(&shared2).await;
@@ -555,7 +533,34 @@ async fn single_connection(
 	if engine_chose || disconnect_reason == "fenced" {
 		shared.response_replay.forget(session);
 	}
+	// rivetkit-native patch: after a fence the old key's connection is
+	// closed, not dropped: what the fence queued (`envoy::fence`, the
+	// fenced generations' `Stopped`) is written first, then a close frame,
+	// for at most `FENCE_FLUSH_WAIT`. Behind a partition they wait in the
+	// socket and reach the engine with the heal.
+	if disconnect_reason == "fenced" {
+		let guard = shared.ws_tx.lock().await;
+		if shared
+			.connection_session
+			.load(std::sync::atomic::Ordering::Acquire)
+			== session
+		{
+			if let Some(tx) = guard.as_ref() {
+				let _ = tx.send(WsTxMessage::Close);
+			}
+		}
+	}
 	super::remove_connection_for_session(shared, session).await;
+	if disconnect_reason == "fenced"
+		&& tokio::time::timeout(FENCE_FLUSH_WAIT, &mut write_handle)
+			.await
+			.is_err()
+	{
+		tracing::warn!(
+			wait_ms = FENCE_FLUSH_WAIT.as_millis() as u64,
+			"the old key's connection did not take the fence's last frames in time"
+		);
+	}
 	write_handle.abort();
 	shared
 		.config
@@ -563,6 +568,42 @@ async fn single_connection(
 		.on_disconnect(EnvoyHandle::from_shared(shared.clone()));
 
 	Ok((session, result))
+}
+
+/// The WebSocket upgrade request for `url`, with the token, if any, as a
+/// subprotocol.
+pub(super) fn connect_request(
+	shared: &SharedContext,
+	url: &str,
+) -> anyhow::Result<tungstenite::http::Request<()>> {
+	let protocols = {
+		let mut p = vec!["rivet".to_string()];
+		if let Some(token) = &shared.config.token {
+			p.push(format!("rivet_token.{token}"));
+		}
+		p
+	};
+
+	// Initialize with a default CryptoProvider for rustls
+	let provider = rustls::crypto::ring::default_provider();
+	if provider.install_default().is_err() {
+		tracing::debug!("crypto provider already installed in this process");
+	}
+
+	let request = tungstenite::http::Request::builder()
+		.uri(url)
+		.header("Sec-WebSocket-Protocol", protocols.join(", "))
+		.header("Connection", "Upgrade")
+		.header("Upgrade", "websocket")
+		.header(
+			"Sec-WebSocket-Key",
+			tungstenite::handshake::client::generate_key(),
+		)
+		.header("Sec-WebSocket-Version", "13")
+		.header("Host", extract_host(url))
+		.body(())
+		.map_err(|e| anyhow::anyhow!("failed to build ws request: {e}"))?;
+	Ok(request)
 }
 
 enum EitherWrite {

@@ -55,6 +55,8 @@ fn empty_envoy_context(shared: Arc<crate::context::SharedContext>) -> EnvoyConte
 		buffered_messages: Vec::new(),
 		processed_command_idx: HashMap::new(),
 		stopped_here: Default::default(),
+		farewell: None,
+		farewell_task: None,
 		lease: Default::default(),
 		withdrawn: false,
 		parked_requests: Vec::new(),
