@@ -7,6 +7,10 @@
 //    client p50/p99, RSS per live actor (1000 actors), spawn → first
 //    answered action, and SIGINT → exit with 100 live actors. About 4
 //    minutes on 2 cores.
+//    Then every shape of work side by side (bench/matrix.mjs): host CPU per
+//    action for JSON, CBOR and BARE clients x a counter and a growing,
+//    broadcasting ledger x HTTP and WebSocket, and how the ledger's cost
+//    compares with the counter's. About 8 minutes more.
 //    Then the SQLite side-by-side (bench/sqlite.mjs), a fresh engine per side:
 //    in-actor latency of single-row INSERT and SELECT (sequential and
 //    concurrent), the shape of SQL errors, and RSS per actor with an open
@@ -26,7 +30,8 @@
 //    leader stopped and SIGKILLed, NATS down 10 s, on both addons. About 4
 //    minutes more.
 //
-// Options (environment): BENCH_CLUSTER=1 (0: skip part 3; only: part 3
+// Options (environment): BENCH_MATRIX=1 (0: skip the matrix; only: the
+// matrix only; knobs in bench/matrix.mjs), BENCH_CLUSTER=1 (0: skip part 3; only: part 3
 // only; knobs in bench/cluster.mjs), BENCH_ENGINE_CLUSTER=1 (0: skip part
 // 4; only: part 4 only; knobs in bench/engine-cluster.mjs), BENCH_COMPARE=1 (0: skip part 1; only: part 1 only;
 // its own knobs are listed in bench/compare.mjs), BENCH_SQLITE=1 (0: skip
@@ -45,6 +50,7 @@ import { startBenchEngine } from "./lib/engine.mjs";
 import { startHost } from "./lib/host.mjs";
 import { clusterOptions, runCluster } from "./cluster.mjs";
 import { engineClusterOptions, runEngineCluster } from "./engine-cluster.mjs";
+import { matrixOptions, reportMatrix, runMatrix } from "./matrix.mjs";
 import { runSqliteComparison, sqliteOptions } from "./sqlite.mjs";
 import { fmt, table } from "./lib/stats.mjs";
 import httpActions from "./scenarios/http-actions.mjs";
@@ -59,6 +65,7 @@ const int = (name, fallback) => {
 };
 const options = {
 	compare: process.env.BENCH_COMPARE ?? "1",
+	matrix: process.env.BENCH_MATRIX ?? "1",
 	cluster: process.env.BENCH_CLUSTER ?? "1",
 	engineCluster: process.env.BENCH_ENGINE_CLUSTER ?? "1",
 	sqlite: process.env.BENCH_SQLITE ?? "1",
@@ -104,6 +111,23 @@ if (options.cluster === "only") {
 }
 if (options.sqlite === "only") options.compare = "skip";
 
+const runMatrixPart = async () => {
+	console.log("\n== Every shape of work on @rivetkit/rivetkit-napi@2.3.19 and on rivetkit-native ==\n");
+	engine = await startBenchEngine();
+	try {
+		const matrix = await runMatrix({ engine, options: matrixOptions(), log: (m) => console.log(`[${elapsed()}] ${m}`) });
+		console.log();
+		console.log(reportMatrix(matrix, matrixOptions()));
+	} finally {
+		await engine.stop();
+		engine = null;
+	}
+};
+if (options.matrix === "only") {
+	await runMatrixPart();
+	process.exit(0);
+}
+
 if (options.compare !== "0" && options.compare !== "skip") {
 	console.log("\n== RivetKit app on @rivetkit/rivetkit-napi@2.3.19 and on rivetkit-native ==\n");
 	engine = await startBenchEngine();
@@ -117,6 +141,8 @@ if (options.compare !== "0" && options.compare !== "skip") {
 		engine = null;
 	}
 }
+
+if (options.matrix !== "0" && options.compare !== "only" && options.sqlite !== "only") await runMatrixPart();
 
 if (options.sqlite !== "0" && options.compare !== "only") {
 	console.log("\n== SQLite (c.db) on @rivetkit/rivetkit-napi@2.3.19 and on rivetkit-native ==\n");

@@ -4,6 +4,9 @@
 // bench/lib/rivetkit-alias.mjs) on rivetkit-native.
 //
 //   counter  actions: increment(by = 1) → count (state saved), get() → count
+//   ledger   a state that grows by one entry per action, broadcast to every
+//            connection (bench/matrix.mjs): append(note) → entries, fill(n)
+//            → entries (n entries at once, to give it a size)
 //   notes    an embedded SQLite database (`db({ onMigrate })`), for
 //            bench/sqlite.mjs: insert(body) → id; timed(kind, n, inFlight)
 //            → the latency in ms of each of `n` single-row statements run in
@@ -31,6 +34,25 @@ export const counter = actor({
 			return c.state.count;
 		},
 		get: (c) => c.state.count,
+	},
+	options: { sleepTimeout: 600_000 },
+});
+
+const entry = (c, note) => ({ i: c.state.entries.length, at: Date.now(), note });
+
+export const ledger = actor({
+	state: { entries: [] },
+	actions: {
+		append: (c, note) => {
+			const e = entry(c, note);
+			c.state.entries.push(e);
+			c.broadcast("appended", e);
+			return c.state.entries.length;
+		},
+		fill: (c, n) => {
+			for (let k = 0; k < n; k++) c.state.entries.push(entry(c, `fill ${k}`));
+			return c.state.entries.length;
+		},
 	},
 	options: { sleepTimeout: 600_000 },
 });
@@ -73,4 +95,4 @@ export const notes = actor({
 	options: { sleepTimeout: 600_000 },
 });
 
-export const registry = setup({ use: { counter, notes }, noWelcome: true });
+export const registry = setup({ use: { counter, ledger, notes }, noWelcome: true });

@@ -18,3 +18,16 @@ export function processCpuMs(pid) {
 		return null;
 	}
 }
+
+/**
+ * CPU ms the main thread of process `pid` (its JavaScript thread, for a
+ * Node process) ran so far, from /proc/<pid>/task/<pid>/schedstat
+ * (nanoseconds), or `null`.
+ */
+export function mainThreadCpuMs(pid) {
+	try {
+		return Number(readFileSync(`/proc/${pid}/task/${pid}/schedstat`, "utf8").split(" ")[0]) / 1e6;
+	} catch {
+		return null;
+	}
+}
