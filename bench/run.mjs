@@ -10,7 +10,7 @@
 //    Then every shape of work side by side (bench/matrix.mjs): host CPU per
 //    action for JSON, CBOR and BARE clients x a counter and a growing,
 //    broadcasting ledger x HTTP and WebSocket, and how the ledger's cost
-//    compares with the counter's. About 8 minutes more.
+//    compares with the counter's. About 2 minutes more.
 //    Then the SQLite side-by-side (bench/sqlite.mjs), a fresh engine per side:
 //    in-actor latency of single-row INSERT and SELECT (sequential and
 //    concurrent), the shape of SQL errors, and RSS per actor with an open

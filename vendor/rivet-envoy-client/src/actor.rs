@@ -135,7 +135,30 @@ struct PendingStop {
 	stop_message: Option<String>,
 }
 
-pub(crate) const LOST_STOP_MESSAGE: &str = "envoy connection lost";
+const LOST_STOP_MESSAGE: &str = "envoy connection lost";
+
+/// rivetkit-native patch: a generation's `Stopped(Error)` for a lost stop, as
+/// its own task reports it, for the fence's report (`envoy::fence`,
+/// `connection::farewell`).
+pub(crate) fn stopped_as_lost(
+	actor_id: String,
+	generation: u32,
+	index: i64,
+) -> protocol::EventWrapper {
+	protocol::EventWrapper {
+		checkpoint: protocol::ActorCheckpoint {
+			actor_id,
+			generation,
+			index,
+		},
+		inner: protocol::Event::EventActorStateUpdate(protocol::EventActorStateUpdate {
+			state: protocol::ActorState::ActorStateStopped(protocol::ActorStateStopped {
+				code: protocol::StopCode::Error,
+				message: Some(LOST_STOP_MESSAGE.to_string()),
+			}),
+		}),
+	}
+}
 
 impl PendingStop {
 	/// A stop that escalates to lost must still report `Stopped(Error)`, even if it started as a

@@ -986,7 +986,7 @@ async fn report_fenced_on_old_key(ctx: &mut EnvoyContext) {
 	let mut events = Vec::new();
 	for (actor_id, gens) in &ctx.actors {
 		for (generation, entry) in gens {
-			events.push(crate::connection::stopped_as_lost(
+			events.push(crate::actor::stopped_as_lost(
 				actor_id.clone(),
 				*generation,
 				entry.next_event_index,

@@ -711,7 +711,7 @@ pub(crate) mod tests {
 		};
 		let report = protocol::versioned::ToRivet::deserialize(&bytes, protocol::PROTOCOL_VERSION)
 			.expect("decode the report");
-		let expected = crate::connection::stopped_as_lost("fenced".to_string(), 1, 1);
+		let expected = crate::actor::stopped_as_lost("fenced".to_string(), 1, 1);
 		assert_eq!(
 			report,
 			protocol::ToRivet::ToRivetEvents(vec![expected.clone()])

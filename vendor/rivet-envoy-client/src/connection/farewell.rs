@@ -138,7 +138,7 @@ async fn farewell(
 					.filter(|c| matches!(c.inner, protocol::Command::CommandStartActor(_)))
 					.map(|c| c.checkpoint)
 					.filter(|c| !owed.contains_key(&(c.actor_id.clone(), c.generation)))
-					.map(|c| stopped_as_lost(c.actor_id, c.generation, 0))
+					.map(|c| crate::actor::stopped_as_lost(c.actor_id, c.generation, 0))
 					.collect();
 				for e in &unknown {
 					owed.insert(
@@ -181,27 +181,6 @@ async fn farewell(
 		)))
 		.await;
 	Ok((acked, refused))
-}
-
-/// A generation's `Stopped(Error)` for a lost stop, as its own task reports it.
-pub(crate) fn stopped_as_lost(
-	actor_id: String,
-	generation: u32,
-	index: i64,
-) -> protocol::EventWrapper {
-	protocol::EventWrapper {
-		checkpoint: protocol::ActorCheckpoint {
-			actor_id,
-			generation,
-			index,
-		},
-		inner: protocol::Event::EventActorStateUpdate(protocol::EventActorStateUpdate {
-			state: protocol::ActorState::ActorStateStopped(protocol::ActorStateStopped {
-				code: protocol::StopCode::Error,
-				message: Some(crate::actor::LOST_STOP_MESSAGE.to_string()),
-			}),
-		}),
-	}
 }
 
 fn encode(message: protocol::ToRivet) -> anyhow::Result<Vec<u8>> {
@@ -396,7 +375,7 @@ mod tests {
 		let (acked, refused) = farewell(
 			&shared,
 			"old-key",
-			vec![stopped_as_lost("a".to_string(), 1, 3)],
+			vec![crate::actor::stopped_as_lost("a".to_string(), 1, 3)],
 		)
 		.await
 		.unwrap();

@@ -187,7 +187,7 @@ compile_error!(
 #[cfg(feature = "native-transport")]
 mod farewell;
 #[cfg(feature = "native-transport")]
-pub(crate) use farewell::{spawn_farewell, stopped_as_lost};
+pub(crate) use farewell::spawn_farewell;
 #[cfg(feature = "native-transport")]
 mod native;
 #[cfg(feature = "wasm-transport")]
