@@ -15,7 +15,7 @@
 
 "use strict";
 
-const { readFileSync } = require("fs");
+const { readFileSync } = require("node:fs");
 
 const manifest = require("./package.json");
 

@@ -44,7 +44,12 @@ function counterFactory() {
 				empty: async () => Buffer.alloc(0),
 				bytes: async () => cborEncode(new Uint8Array([1, 2, 3])),
 				forbidden: async () => {
-					throw bridgedError({ group: "user", code: "forbidden_thing", message: "You may not do that", metadata: { why: "rules" } });
+					throw bridgedError({
+						group: "user",
+						code: "forbidden_thing",
+						message: "You may not do that",
+						metadata: { why: "rules" },
+					});
 				},
 				crash: async () => {
 					throw new Error("secret database password is hunter2");
@@ -124,8 +129,10 @@ describe("HTTP actions", () => {
 		let actorId;
 		let otherId;
 		before(async () => {
-			actorId = (await getOrCreateActor(engine.endpoint, { name: "counter", key: "fetch-a", pool: host.pool })).actor.actor_id;
-			otherId = (await getOrCreateActor(engine.endpoint, { name: "counter", key: "fetch-b", pool: host.pool })).actor.actor_id;
+			actorId = (await getOrCreateActor(engine.endpoint, { name: "counter", key: "fetch-a", pool: host.pool })).actor
+				.actor_id;
+			otherId = (await getOrCreateActor(engine.endpoint, { name: "counter", key: "fetch-b", pool: host.pool })).actor
+				.actor_id;
 		});
 
 		/** After any failure both actors still serve actions. */
@@ -149,7 +156,10 @@ describe("HTTP actions", () => {
 			test(`${encoding}: success body and actor headers`, async () => {
 				const res = await actionFetch(engine, actorId, "echo", { encoding, args: [1, "two"] });
 				assert.equal(res.status, 200);
-				assert.equal(res.headers.get("content-type"), encoding === "json" ? "application/json" : "application/octet-stream");
+				assert.equal(
+					res.headers.get("content-type"),
+					encoding === "json" ? "application/json" : "application/octet-stream",
+				);
 				assert.deepEqual(res.body.output, [1, "two"]);
 				if (encoding === "bare") assert.equal(res.body.version, 4);
 				assert.equal(res.headers.get("x-rivet-actor"), actorId);
@@ -203,21 +213,18 @@ describe("HTTP actions", () => {
 			});
 		}
 
-		test(
-			"a never-settling promise that the GC collects still times out (408)",
-			async () => {
-				setFlagsFromString("--expose-gc");
-				const gc = runInNewContext("gc");
-				const pending = actionFetch(engine, actorId, "hangUnreferenced", { encoding: "json" });
-				for (let i = 0; i < 5; i++) {
-					await new Promise((r) => setTimeout(r, 100));
-					gc();
-				}
-				const res = await pending;
-				assertError(res, 408, "actor", "action_timed_out");
-				await stillWorks();
-			},
-		);
+		test("a never-settling promise that the GC collects still times out (408)", async () => {
+			setFlagsFromString("--expose-gc");
+			const gc = runInNewContext("gc");
+			const pending = actionFetch(engine, actorId, "hangUnreferenced", { encoding: "json" });
+			for (let i = 0; i < 5; i++) {
+				await new Promise((r) => setTimeout(r, 100));
+				gc();
+			}
+			const res = await pending;
+			assertError(res, 408, "actor", "action_timed_out");
+			await stillWorks();
+		});
 
 		test("args normalisation: missing or null → [], a value → [value]", async () => {
 			const cases = [

@@ -117,7 +117,12 @@ describe("cluster safety", { concurrency: false }, () => {
 		const context = () =>
 			`\nreplacements: ${JSON.stringify(timeline)}\nhost warnings:\n` +
 			apps
-				.flatMap((app) => app.out.split("\n").filter((l) => /level=(warn|error)|\b(WARN|ERROR)\b/.test(l)).map((l) => `${app.name}: ${l.slice(0, 400)}`))
+				.flatMap((app) =>
+					app.out
+						.split("\n")
+						.filter((l) => /level=(warn|error)|\b(WARN|ERROR)\b/.test(l))
+						.map((l) => `${app.name}: ${l.slice(0, 400)}`),
+				)
 				.slice(-40)
 				.join("\n");
 		const dupes = explainDupes(traffic, apps);
@@ -125,7 +130,11 @@ describe("cluster safety", { concurrency: false }, () => {
 		// A long stall is not a failure (the request was answered), but one of
 		// about 30 s is still unexplained (docs/testing.md): leave its context.
 		if (longestStall > 10_000) t.diagnostic(`a stall of ${longestStall} ms${context()}`);
-		assert.deepEqual(failures.slice(0, 10), [], `no failed request (${failures.length} in all)${failures.length ? context() : ""}`);
+		assert.deepEqual(
+			failures.slice(0, 10),
+			[],
+			`no failed request (${failures.length} in all)${failures.length ? context() : ""}`,
+		);
 		assert.deepEqual(closes, [], `no WebSocket reconnect${closes.length ? context() : ""}`);
 		assert.equal(await checkCounts(client, answered), 0);
 		for (const h of hosts) await interrupt(h);
@@ -150,7 +159,10 @@ describe("cluster safety", { concurrency: false }, () => {
 			conn.on("newCount", (count) => reported.set(key, Math.max(reported.get(key), count)));
 			return conn;
 		});
-		await waitFor(() => [...reported.values()].every((v) => v > 0), { timeoutMs: 30_000, what: "every watcher saw an event" });
+		await waitFor(() => [...reported.values()].every((v) => v > 0), {
+			timeoutMs: 30_000,
+			what: "every watcher saw an event",
+		});
 		hosts[1].child.kill("SIGKILL");
 		await hosts[1].exit;
 		// The killed host's actors come back elsewhere once the engine
@@ -166,7 +178,9 @@ describe("cluster safety", { concurrency: false }, () => {
 		}
 		await Promise.all(watchers.map((conn) => conn.dispose()));
 		assert.ok(events > 0, "the watchers received events");
-		t.diagnostic(`${traffic.count} increments answered, ${failures.length} failed while the host was gone, ${lost} lost; events seen for ${events} counters, none ahead of what was kept`);
+		t.diagnostic(
+			`${traffic.count} increments answered, ${failures.length} failed while the host was gone, ${lost} lost; events seen for ${events} counters, none ahead of what was kept`,
+		);
 		assert.equal(lost, 0);
 		for (const h of [hosts[0], hosts[2]]) await interrupt(h);
 	});

@@ -47,13 +47,17 @@ describe("engine cluster", { concurrency: false }, () => {
 		await cluster?.stop();
 	});
 
-	const clientOn = (node, pool) => createClient({ endpoint: node.endpoint, namespace: NAMESPACE, token: ADMIN_TOKEN, poolName: pool });
+	const clientOn = (node, pool) =>
+		createClient({ endpoint: node.endpoint, namespace: NAMESPACE, token: ADMIN_TOKEN, poolName: pool });
 
 	/** A host of the example app whose envoy knows every node, `nodes[0]` first. */
 	async function startHost(pool, name, nodes) {
 		const app = startApp("src/server.mjs", {
 			RIVET_ENDPOINT: nodes[0].endpoint,
-			RIVETKIT_ENGINE_ENDPOINTS: nodes.slice(1).map((n) => n.endpoint).join(","),
+			RIVETKIT_ENGINE_ENDPOINTS: nodes
+				.slice(1)
+				.map((n) => n.endpoint)
+				.join(","),
 			RIVET_TOKEN: ADMIN_TOKEN,
 			RIVET_POOL: pool,
 			RIVET_EXPOSE_ERRORS: "1",

@@ -35,16 +35,18 @@ function surface(dts) {
 	for (const raw of dts.split("\n")) {
 		const line = raw.trim();
 		if (line.startsWith("*") || line.startsWith("/")) continue;
-		let m;
-		if ((m = /^export declare class (\w+)/.exec(line))) {
+		const cls = /^export declare class (\w+)/.exec(line);
+		const fn = /^export declare function (\w+)/.exec(line);
+		const method = /^(?:static\s+)?(\w+)\s*\(/.exec(line);
+		if (cls) {
 			current = new Set();
-			classes.set(m[1], current);
-		} else if ((m = /^export declare function (\w+)/.exec(line))) {
-			functions.add(m[1]);
+			classes.set(cls[1], current);
+		} else if (fn) {
+			functions.add(fn[1]);
 		} else if (current && line === "}") {
 			current = null;
-		} else if (current && (m = /^(?:static\s+)?(\w+)\s*\(/.exec(line))) {
-			current.add(m[1]);
+		} else if (current && method) {
+			current.add(method[1]);
 		}
 	}
 	return { classes, functions };
@@ -90,7 +92,10 @@ describe("surface of @rivetkit/rivetkit-napi@2.3.19", () => {
 	});
 
 	test("harmless telemetry functions work", async () => {
-		assert.equal(native.setTelemetryLogSink(() => {}), undefined);
+		assert.equal(
+			native.setTelemetryLogSink(() => {}),
+			undefined,
+		);
 		await native.shutdownTelemetry();
 	});
 
@@ -117,7 +122,10 @@ describe("surface of @rivetkit/rivetkit-napi@2.3.19", () => {
 
 	test("metadata() before serve() is napi.invalid_state; metrics() is Prometheus text", () => {
 		const registry = new native.CoreRegistry();
-		assert.throws(() => registry.metadata(), (err) => err.code === "napi.invalid_state");
+		assert.throws(
+			() => registry.metadata(),
+			(err) => err.code === "napi.invalid_state",
+		);
 		const metrics = registry.metrics();
 		assert.equal(metrics.status, 200);
 		assert.equal(metrics.headers["content-type"], "text/plain; version=0.0.4");
@@ -310,10 +318,13 @@ describe("the contract on a live actor", () => {
 							sameRuntimeState: ctx.runtimeState() === rs,
 							hits: rs.hits,
 							// An HTTP action carries the gateway's ray ID and no span.
-							trace: (({ rayId, ...rest }) => ({ rayId: typeof rayId === "string" && rayId.length > 0, ...rest }))(ctx.invocationTraceContext() ?? {}),
+							trace: (({ rayId, ...rest }) => ({ rayId: typeof rayId === "string" && rayId.length > 0, ...rest }))(
+								ctx.invocationTraceContext() ?? {},
+							),
 							appTrace: app.invocationTraceContext()?.span?.traceId,
 							callSpan: spanShape(call.spanContext()),
-							appCallInTrace: appCall.spanContext().traceId === TRACE && appCall.spanContext().spanId !== "00f067aa0ba902b7",
+							appCallInTrace:
+								appCall.spanContext().traceId === TRACE && appCall.spanContext().spanId !== "00f067aa0ba902b7",
 							stepSpan: ctx.startWorkflowStepSpan("s", 1),
 							workflowStep,
 							preventSleep: ctx.preventSleep(),
@@ -333,7 +344,8 @@ describe("the contract on a live actor", () => {
 			{ sleepTimeoutMs: 60_000 },
 		);
 		host = await serveActors(engine, { compat: factory });
-		actorId = (await getOrCreateActor(engine.endpoint, { name: "compat", key: "compat-1", pool: host.pool })).actor.actor_id;
+		actorId = (await getOrCreateActor(engine.endpoint, { name: "compat", key: "compat-1", pool: host.pool })).actor
+			.actor_id;
 	});
 
 	after(async () => {
@@ -412,7 +424,8 @@ describe("the contract on a live actor", () => {
 	});
 
 	test("no method of the contract reachable from an action throws rivetkit-native.unsupported", async () => {
-		const probeId = (await getOrCreateActor(engine.endpoint, { name: "compat", key: "probe", pool: host.pool })).actor.actor_id;
+		const probeId = (await getOrCreateActor(engine.endpoint, { name: "compat", key: "probe", pool: host.pool })).actor
+			.actor_id;
 		const res = await actionFetch(engine, probeId, "probe", { encoding: "json" });
 		assert.equal(res.status, 200, JSON.stringify(res.body));
 		assert.deepEqual(res.body.output.unsupported, []);

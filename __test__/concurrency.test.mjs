@@ -35,7 +35,10 @@ before(async () => {
 		actions: {
 			increment: async (_e, { ctx }) => {
 				const state = live.get(`${ctx.actorId()}:${ctx.generation()}`);
-				if (!state) throw new Error(`no live state for ${ctx.actorId()} generation ${ctx.generation()}: an action ran before onWake`);
+				if (!state)
+					throw new Error(
+						`no live state for ${ctx.actorId()} generation ${ctx.generation()}: an action ran before onWake`,
+					);
 				state.count += 1;
 				const value = state.count;
 				await ctx.requestSaveAndWait({ immediate: true });
@@ -95,6 +98,11 @@ test(`${CLIENTS} clients x ${EACH} increments on a new actor, ${RUNS} times: exa
 	}
 	const perActor = new Map();
 	for (const w of wakes) perActor.set(w, (perActor.get(w) ?? 0) + 1);
-	t.diagnostic(`${RUNS} runs, ${wakes.length} wakes, ${refusals} calls refused by losers of the create race, ${[...perActor.values()].filter((n) => n > 1).length} generations woken twice`);
-	assert.ok([...perActor.values()].every((n) => n === 1), "each generation's onWake ran once");
+	t.diagnostic(
+		`${RUNS} runs, ${wakes.length} wakes, ${refusals} calls refused by losers of the create race, ${[...perActor.values()].filter((n) => n > 1).length} generations woken twice`,
+	);
+	assert.ok(
+		[...perActor.values()].every((n) => n === 1),
+		"each generation's onWake ran once",
+	);
 });

@@ -15,7 +15,16 @@ import WebSocket from "ws";
 
 import { getOrCreateActor, startEngine, waitFor } from "./helpers/engine.mjs";
 import { native, serveActors } from "./helpers/actors.mjs";
-import { BareReader, ENCODINGS, bareData as data, bareStr as str, bareUint as uint, cborDecode, cborEncode, vbare } from "./helpers/client.mjs";
+import {
+	BareReader,
+	ENCODINGS,
+	bareData as data,
+	bareStr as str,
+	bareUint as uint,
+	cborDecode,
+	cborEncode,
+	vbare,
+} from "./helpers/client.mjs";
 
 /** `maxOutgoingMessageSize` of the test actor. */
 const MAX_OUTGOING = 1024;
@@ -37,7 +46,10 @@ function decodeBareToClient(bytes) {
 			const val = { group: r.str(), code: r.str(), message: r.str() };
 			val.metadata = r.optional(() => cborDecode(r.data()), null);
 			val.actionId = r.optional(() => Number(r.uint()), null);
-			val.actor = r.optional(() => ({ actorId: r.str(), generation: Number(r.uint()), key: r.optional(() => r.str(), null) }), null);
+			val.actor = r.optional(
+				() => ({ actorId: r.str(), generation: Number(r.uint()), key: r.optional(() => r.str(), null) }),
+				null,
+			);
 			return { tag: "Error", val };
 		}
 		case 2:
@@ -55,7 +67,10 @@ function decodeBareToClient(bytes) {
 function actionRequest(encoding, id, name, args) {
 	switch (encoding) {
 		case "json":
-			return [JSON.stringify({ body: { tag: "ActionRequest", val: { id: ["$BigInt", String(id)], name, args } } }), false];
+			return [
+				JSON.stringify({ body: { tag: "ActionRequest", val: { id: ["$BigInt", String(id)], name, args } } }),
+				false,
+			];
 		case "cbor":
 			return [cborEncode({ body: { tag: "ActionRequest", val: { id, name, args } } }), true];
 		case "bare":
@@ -112,7 +127,12 @@ function decodeToClient(encoding, bytes, isBinary) {
  * `rivet_encoding.<encoding>` (plus `protocols`). Frames are collected from
  * the start; `closed` resolves to `{code, reason}`.
  */
-function openSocket(engine, actorId, encoding, { protocols = [], encodingProtocol = `rivet_encoding.${encoding}` } = {}) {
+function openSocket(
+	engine,
+	actorId,
+	encoding,
+	{ protocols = [], encodingProtocol = `rivet_encoding.${encoding}` } = {},
+) {
 	const url = `ws://127.0.0.1:${engine.guardPort}/gateway/${encodeURIComponent(actorId)}/connect`;
 	const ws = new WebSocket(url, ["rivet", encodingProtocol, ...protocols]);
 	const frames = [];
@@ -164,7 +184,8 @@ function openSocket(engine, actorId, encoding, { protocols = [], encodingProtoco
 						return frames[i];
 					}
 				}
-				if (closeInfo) throw new Error(`socket closed (${closeInfo.code} ${closeInfo.reason}) while waiting for ${what}`);
+				if (closeInfo)
+					throw new Error(`socket closed (${closeInfo.code} ${closeInfo.reason}) while waiting for ${what}`);
 				const left = deadline - Date.now();
 				if (left <= 0) throw new Error(`timed out waiting for ${what}`);
 				await new Promise((resolve) => {
@@ -196,7 +217,9 @@ function openSocket(engine, actorId, encoding, { protocols = [], encodingProtoco
 			const id = nextId++;
 			socket.send(...actionRequest(encoding, id, name, args));
 			const reply = await socket.frame(
-				(f) => (f.tag === "ActionResponse" && idNumber(f.val.id) === id) || (f.tag === "Error" && idNumber(f.val.actionId) === id),
+				(f) =>
+					(f.tag === "ActionResponse" && idNumber(f.val.id) === id) ||
+					(f.tag === "Error" && idNumber(f.val.actionId) === id),
 				`the answer to action ${id} (${name})`,
 			);
 			return { id, ...reply };
@@ -279,7 +302,11 @@ describe("actor-connect: bad input from a plain WebSocket client", () => {
 	/** A fresh `chat` actor (get-or-create by key); resolves to its id. */
 	async function freshActor() {
 		keyCounter += 1;
-		const { actor } = await getOrCreateActor(engine.endpoint, { name: "chat", key: `frames-${keyCounter}`, pool: host.pool });
+		const { actor } = await getOrCreateActor(engine.endpoint, {
+			name: "chat",
+			key: `frames-${keyCounter}`,
+			pool: host.pool,
+		});
 		return actor.actor_id;
 	}
 
@@ -368,7 +395,10 @@ describe("actor-connect: bad input from a plain WebSocket client", () => {
 		try {
 			await socket.init();
 			socket.send(Buffer.from(actionRequest("json", 99, "add", [4, 5])[0]), true);
-			const reply = await socket.frame((f) => f.tag === "ActionResponse" || f.tag === "Error", "the answer to a binary JSON frame");
+			const reply = await socket.frame(
+				(f) => f.tag === "ActionResponse" || f.tag === "Error",
+				"the answer to a binary JSON frame",
+			);
 			assert.equal(reply.tag, "ActionResponse", show(reply.val));
 			assert.deepEqual(reply.val.id, ["$BigInt", "99"]);
 			assert.equal(reply.val.output, 9);
@@ -392,7 +422,10 @@ describe("actor-connect: bad input from a plain WebSocket client", () => {
 		await withBystander("cbor", async (actorId) => {
 			const bad = openSocket(engine, actorId, "cbor");
 			const { connectionId } = await bad.init();
-			bad.send(cborEncode({ body: { tag: "ActionRequest", val: { id: 1, name: "add", args: [new Uint8Array([1, 2])] } } }), true);
+			bad.send(
+				cborEncode({ body: { tag: "ActionRequest", val: { id: 1, name: "add", args: [new Uint8Array([1, 2])] } } }),
+				true,
+			);
 			await assertClosed(bad, 1011, "actor.invalid_request", "byte string in CBOR args");
 			return connectionId;
 		});
@@ -456,9 +489,14 @@ describe("actor-connect: bad input from a plain WebSocket client", () => {
 	test("invalid rivet_conn_params (not JSON) closes 1011 protocol.invalid_actor_connect_request", async () => {
 		await withBystander("json", async (actorId) => {
 			const liveBefore = live.size;
-			const bad = openSocket(engine, actorId, "json", { protocols: [`rivet_conn_params.${encodeURIComponent("not json")}`] });
+			const bad = openSocket(engine, actorId, "json", {
+				protocols: [`rivet_conn_params.${encodeURIComponent("not json")}`],
+			});
 			await assertClosed(bad, 1011, "protocol.invalid_actor_connect_request", "bad conn params");
-			assert.ok(bad.frames.every((f) => f.tag !== "Init"), "no Init for a refused connection");
+			assert.ok(
+				bad.frames.every((f) => f.tag !== "Init"),
+				"no Init for a refused connection",
+			);
 			assert.equal(live.size, liveBefore, "no connection was set up");
 			return undefined;
 		});
@@ -547,7 +585,11 @@ describe("actor-connect: bad input from a plain WebSocket client", () => {
 					assert.equal(small.val.name, "shout");
 					assert.deepEqual(small.val.args, ["z".repeat(10)]);
 
-					assert.equal(await caller.action("shout", [MAX_OUTGOING * 2]), true, "the broadcasting action itself succeeds");
+					assert.equal(
+						await caller.action("shout", [MAX_OUTGOING * 2]),
+						true,
+						"the broadcasting action itself succeeds",
+					);
 					await assertClosed(listener, 1011, "message.outgoing_too_long", "oversize event");
 					assert.equal(await caller.action("add", [1, 1]), 2, "the caller (not subscribed) is unaffected");
 				} finally {

@@ -18,7 +18,9 @@ const FIRES_TIMEOUT_MS = 40_000;
 
 /** The hour and minute of `ms` on the clock of `timeZone`. */
 function wallClock(ms, timeZone) {
-	return new Intl.DateTimeFormat("en-GB", { timeZone, hour: "2-digit", minute: "2-digit", hourCycle: "h23" }).format(ms);
+	return new Intl.DateTimeFormat("en-GB", { timeZone, hour: "2-digit", minute: "2-digit", hourCycle: "h23" }).format(
+		ms,
+	);
 }
 
 describe("cron jobs on a RivetKit app", () => {
@@ -31,7 +33,12 @@ describe("cron jobs on a RivetKit app", () => {
 		engine = await startEngine();
 		app = startApp("test/queues-cron-server.mjs", env());
 		await waitForOutput(app, /registry serving/);
-		client = createClient({ endpoint: engine.endpoint, namespace: engine.namespace, token: engine.token, poolName: POOL });
+		client = createClient({
+			endpoint: engine.endpoint,
+			namespace: engine.namespace,
+			token: engine.token,
+			poolName: POOL,
+		});
 	});
 
 	after(async () => {
@@ -135,7 +142,10 @@ describe("cron jobs on a RivetKit app", () => {
 	test("a job survives a host restart", async (t) => {
 		const ticker = client.ticker.getOrCreate(["restart"]);
 		await firstCall(t, "ticker", () => ticker.every(5_000));
-		await waitFor(async () => (await ticker.ticks()).length >= 1, { timeoutMs: FIRES_TIMEOUT_MS, what: "a first fire" });
+		await waitFor(async () => (await ticker.ticks()).length >= 1, {
+			timeoutMs: FIRES_TIMEOUT_MS,
+			what: "a first fire",
+		});
 
 		// Ctrl-C: RivetKit drains (every actor sleeps), then a new host.
 		const exited = await interrupt(app);

@@ -22,7 +22,10 @@ const DRAIN_MS = 3_000;
 const SLACK_MS = 1_000;
 
 async function call(engine, actorId, path) {
-	const res = await gatewayFetch(engine.endpoint, actorId, `/request${path}`, { method: "POST", signal: AbortSignal.timeout(20_000) });
+	const res = await gatewayFetch(engine.endpoint, actorId, `/request${path}`, {
+		method: "POST",
+		signal: AbortSignal.timeout(20_000),
+	});
 	const body = await res.text();
 	assert.equal(res.status, 200, `${path}: ${body}`);
 	return JSON.parse(body);
@@ -42,7 +45,12 @@ for (const { fault, what, pastLease } of CASES) {
 		try {
 			const pool = `gone-${fault.toLowerCase()}${pastLease ? "-lease" : ""}-${process.pid}`;
 			await upsertRunnerConfig(engine.endpoint, pool);
-			host = await spawnHost(hostScript, { ENDPOINT: engine.endpoint, POOL: pool, DRAIN_MS: String(DRAIN_MS), RIVET_LOG_LEVEL: "info" });
+			host = await spawnHost(hostScript, {
+				ENDPOINT: engine.endpoint,
+				POOL: pool,
+				DRAIN_MS: String(DRAIN_MS),
+				RIVET_LOG_LEVEL: "info",
+			});
 			const ids = [];
 			for (let i = 0; i < 3; i++) {
 				const { actor_id: id } = await createActor(engine.endpoint, { name: "counter", key: `gone-${i}`, pool });
@@ -54,7 +62,10 @@ for (const { fault, what, pastLease } of CASES) {
 
 			process.kill(engine.pid, fault);
 			if (pastLease) {
-				await waitFor(() => /declaring envoy actors lost/.test(host.output()), { timeoutMs: 30_000, what: "the host's lease to run out" });
+				await waitFor(() => /declaring envoy actors lost/.test(host.output()), {
+					timeoutMs: 30_000,
+					what: "the host's lease to run out",
+				});
 			}
 			const sent = Date.now();
 			host.child.kill("SIGINT");
@@ -67,11 +78,18 @@ for (const { fault, what, pastLease } of CASES) {
 			t.diagnostic(`exit ${elapsed} ms after SIGINT (bound ${DRAIN_MS} ms)`);
 			assert.ok(exited, `the host did not exit within ${DRAIN_MS + 30_000} ms\n${host.output()}`);
 			assert.equal(exited.code, 0, host.output());
-			assert.ok(elapsed <= DRAIN_MS + SLACK_MS, `exit ${elapsed} ms after SIGINT, bound ${DRAIN_MS} ms + ${SLACK_MS} ms\n${host.output()}`);
+			assert.ok(
+				elapsed <= DRAIN_MS + SLACK_MS,
+				`exit ${elapsed} ms after SIGINT, bound ${DRAIN_MS} ms + ${SLACK_MS} ms\n${host.output()}`,
+			);
 			// Every actor's changes are either saved (no line) or named as lost.
 			const out = host.output();
 			for (const id of ids) {
-				assert.match(out, new RegExp(`actor_id="?${id}"?[^\\n]*is lost|is lost[^\\n]*actor_id="?${id}"?`), `actor ${id} is named as unsaved\n${out}`);
+				assert.match(
+					out,
+					new RegExp(`actor_id="?${id}"?[^\\n]*is lost|is lost[^\\n]*actor_id="?${id}"?`),
+					`actor ${id} is named as unsaved\n${out}`,
+				);
 			}
 		} finally {
 			if (fault === "SIGSTOP") process.kill(engine.pid, "SIGCONT");

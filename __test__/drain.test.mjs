@@ -7,7 +7,15 @@ import assert from "node:assert/strict";
 import { fileURLToPath } from "node:url";
 import { after, before, test } from "node:test";
 
-import { gatewayFetch, getActor, getOrCreateActor, spawnHost, startEngine, upsertRunnerConfig, waitFor } from "./helpers/engine.mjs";
+import {
+	gatewayFetch,
+	getActor,
+	getOrCreateActor,
+	spawnHost,
+	startEngine,
+	upsertRunnerConfig,
+	waitFor,
+} from "./helpers/engine.mjs";
 
 const hostScript = fileURLToPath(new URL("./fixtures/drain-host.mjs", import.meta.url));
 /** Actors that may sleep (put to sleep by the drain) and `noSleep` ones (moved by the engine). */
@@ -113,7 +121,9 @@ test("after a SIGINT with many live actors, the host exits by itself, every onSl
 		});
 		assert.deepEqual(mismatches, [], "each state read back on the next host has its count and one onSleep");
 		const notStopped = /not_stopped_by_engine=(\d+)/.exec(first.output())?.[1] ?? "0";
-		t.diagnostic(`read back in ${Date.now() - readStarted} ms; actors the engine had not stopped at the exit: ${notStopped}`);
+		t.diagnostic(
+			`read back in ${Date.now() - readStarted} ms; actors the engine had not stopped at the exit: ${notStopped}`,
+		);
 	} finally {
 		second.child.kill("SIGINT");
 		await exitCode(second, "the second host exits by itself");
@@ -138,7 +148,11 @@ test("after a SIGINT with only actors that may sleep, the engine has each one as
 
 	first.child.kill("SIGINT");
 	await exitCode(first, "the host exits by itself after a SIGINT");
-	assert.doesNotMatch(first.output(), /drain did not finish in time|did not close the envoy's connection/, first.output());
+	assert.doesNotMatch(
+		first.output(),
+		/drain did not finish in time|did not close the envoy's connection/,
+		first.output(),
+	);
 
 	// This host reported each actor's sleep itself; the engine applies it
 	// with no host of the pool connected.
@@ -154,8 +168,11 @@ test("after a SIGINT with only actors that may sleep, the engine has each one as
 	// actor's sleep intent and `Stopped` before our close (docs/testing.md):
 	// the actor is asleep all the same and its state is read back below.
 	// Any other error, and any destroy, fails.
-	const connectionLost = states.filter((r) => r.error && Object.keys(r.error).join() === "envoy_connection_lost" && !r.destroy_ts);
-	if (connectionLost.length) t.diagnostic(`${connectionLost.length} actor(s) asleep with the engine's envoy_connection_lost mark`);
+	const connectionLost = states.filter(
+		(r) => r.error && Object.keys(r.error).join() === "envoy_connection_lost" && !r.destroy_ts,
+	);
+	if (connectionLost.length)
+		t.diagnostic(`${connectionLost.length} actor(s) asleep with the engine's envoy_connection_lost mark`);
 	assert.deepEqual(
 		states
 			.filter((r) => !connectionLost.includes(r) && (r.destroy_ts || r.error))

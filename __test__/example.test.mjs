@@ -64,7 +64,11 @@ test("npm start: embedded engine, a working curl line, and a clean Ctrl-C", asyn
 	// Started from an unrelated directory: the engine binary is found from
 	// the addon's own location, not the current directory.
 	const first = await runExample("first run", tmpdir());
-	assert.match(first, /Rivet Engine started|starting Rivet Engine/i, "the first run starts an engine with visible progress");
+	assert.match(
+		first,
+		/Rivet Engine started|starting Rivet Engine/i,
+		"the first run starts an engine with visible progress",
+	);
 	const pid = first.match(/Rivet Engine started.*pid=(\d+)/)?.[1];
 	assert.ok(pid, first);
 	const leftRunning = [...first.matchAll(/keeps running.*stop it with `kill (\d+)`/g)];

@@ -54,7 +54,10 @@ test("a plain HTTP server on the port: serve() says what answered, without spawn
 	const server = createHttpServer((_req, res) => res.writeHead(404).end("Not Found"));
 	const port = await listen(server);
 	try {
-		const body = await rejectsFast(registry().serve({ endpoint: `http://127.0.0.1:${port}`, poolName: uniquePool() }), "engine.port_occupied");
+		const body = await rejectsFast(
+			registry().serve({ endpoint: `http://127.0.0.1:${port}`, poolName: uniquePool() }),
+			"engine.port_occupied",
+		);
 		assert.match(body.message, /not a Rivet Engine/);
 		assert.match(body.message, /HTTP 404: Not Found/);
 	} finally {
@@ -66,7 +69,10 @@ test("a TCP listener that closes connections: serve() fails at once", async () =
 	const server = createTcpServer((socket) => socket.destroy());
 	const port = await listen(server);
 	try {
-		const body = await rejectsFast(registry().serve({ endpoint: `http://127.0.0.1:${port}`, poolName: uniquePool() }), "engine.port_occupied");
+		const body = await rejectsFast(
+			registry().serve({ endpoint: `http://127.0.0.1:${port}`, poolName: uniquePool() }),
+			"engine.port_occupied",
+		);
 		assert.match(body.message, /accepted the connection but gave no HTTP answer/);
 	} finally {
 		server.close();
@@ -106,13 +112,21 @@ test("a failed serve() sets process.exitCode to 1, unless the host set one or tu
 test("a RivetKit app that cannot start says why once, at error level, and exits with code 1", async () => {
 	// registry.start() only logs serve()'s rejection (at warn, as bridged
 	// JSON) and would let the process exit 0.
-	const app = startApp("src/server.mjs", { RIVET_ENDPOINT: "http://no-such-host.invalid:6420", RIVET_LOG_LEVEL: "info" });
+	const app = startApp("src/server.mjs", {
+		RIVET_ENDPOINT: "http://no-such-host.invalid:6420",
+		RIVET_LOG_LEVEL: "info",
+	});
 	await app.exit;
 	assert.equal(app.exited.code, 1, app.out);
 	// Our lines (RivetKit's own are logfmt, `level=...`).
-	const ours = app.out.split("\n").filter((line) => /^\d{4}-\d\d-\d\dT/.test(line) && line.includes("no-such-host.invalid"));
+	const ours = app.out
+		.split("\n")
+		.filter((line) => /^\d{4}-\d\d-\d\dT/.test(line) && line.includes("no-such-host.invalid"));
 	assert.equal(ours.length, 1, `one line of ours names the host:\n${app.out}`);
-	assert.match(ours[0], /ERROR .*the registry could not start: The Rivet Engine at http:\/\/no-such-host\.invalid:6420\/? cannot be reached: the DNS lookup of 'no-such-host\.invalid' failed.*Check the endpoint/);
+	assert.match(
+		ours[0],
+		/ERROR .*the registry could not start: The Rivet Engine at http:\/\/no-such-host\.invalid:6420\/? cannot be reached: the DNS lookup of 'no-such-host\.invalid' failed.*Check the endpoint/,
+	);
 	assert.doesNotMatch(ours[0], /__RIVET_ERROR_JSON__/);
 });
 
@@ -140,11 +154,15 @@ test("enginePort disagreeing with the endpoint's port is config.invalid naming b
 });
 
 test("an unknown log level is named on stderr with the valid ones", () => {
-	const run = spawnSync(process.execPath, ["-e", `require(${JSON.stringify(addon)}); new (require(${JSON.stringify(addon)}).CoreRegistry)().health()`], {
-		env: { ...process.env, RIVET_LOG_LEVEL: "wran", RUST_LOG_FORMAT: "" },
-		encoding: "utf8",
-		timeout: 20_000,
-	});
+	const run = spawnSync(
+		process.execPath,
+		["-e", `require(${JSON.stringify(addon)}); new (require(${JSON.stringify(addon)}).CoreRegistry)().health()`],
+		{
+			env: { ...process.env, RIVET_LOG_LEVEL: "wran", RUST_LOG_FORMAT: "" },
+			encoding: "utf8",
+			timeout: 20_000,
+		},
+	);
 	assert.equal(run.status, 0, run.stderr);
 	assert.match(run.stderr, /unknown log level `wran`/);
 	assert.match(run.stderr, /trace, debug, info, warn, error/);
@@ -155,8 +173,14 @@ test("waitReady() before serve() rejects at once; shutdown() before serve() reso
 	await rejectsFast(r.waitReady(), "napi.invalid_state");
 	await r.shutdown();
 	await rejectsFast(r.waitReady(), "registry.shut_down");
-	assert.throws(() => r.serve({ poolName: uniquePool() }), (err) => err.code === "napi.invalid_state");
-	assert.throws(() => r.register("late", new native.NapiActorFactory({})), (err) => err.code === "napi.invalid_state");
+	assert.throws(
+		() => r.serve({ poolName: uniquePool() }),
+		(err) => err.code === "napi.invalid_state",
+	);
+	assert.throws(
+		() => r.register("late", new native.NapiActorFactory({})),
+		(err) => err.code === "napi.invalid_state",
+	);
 });
 
 test("bad constructor and register() arguments are napi.invalid_argument", () => {
@@ -167,13 +191,25 @@ test("bad constructor and register() arguments are napi.invalid_argument", () =>
 		return true;
 	};
 	assert.throws(() => new native.NapiActorFactory(null), invalidArgument(/'callbacks': expected an object, got null/));
-	assert.throws(() => new native.NapiActorFactory({ onWake: 42 }), invalidArgument(/callbacks\.onWake` must be a function, got a number/));
-	assert.throws(() => new native.NapiActorFactory({ actions: 42 }), invalidArgument(/callbacks\.actions` must be an object of functions/));
+	assert.throws(
+		() => new native.NapiActorFactory({ onWake: 42 }),
+		invalidArgument(/callbacks\.onWake` must be a function, got a number/),
+	);
+	assert.throws(
+		() => new native.NapiActorFactory({ actions: 42 }),
+		invalidArgument(/callbacks\.actions` must be an object of functions/),
+	);
 	const r = new native.CoreRegistry();
 	assert.throws(() => r.register("x", {}), invalidArgument(/'factory': expected a NapiActorFactory, got an object/));
 	assert.throws(() => r.register("x", null), invalidArgument(/'factory': expected a NapiActorFactory, got null/));
-	assert.throws(() => r.register("", new native.NapiActorFactory({})), invalidArgument(/'name': an actor name must not be empty/));
-	assert.throws(() => r.register(42, new native.NapiActorFactory({})), invalidArgument(/'name': expected a string, got a number/));
+	assert.throws(
+		() => r.register("", new native.NapiActorFactory({})),
+		invalidArgument(/'name': an actor name must not be empty/),
+	);
+	assert.throws(
+		() => r.register(42, new native.NapiActorFactory({})),
+		invalidArgument(/'name': expected a string, got a number/),
+	);
 	// Still usable after the mistakes.
 	r.register("ok", new native.NapiActorFactory({ onWake: null, onSleep: undefined }));
 });

@@ -75,8 +75,10 @@ const databaseSchemaRequest = (id) => Buffer.from([9, ...uint(id)]);
 const tableRowsRequest = (id, table, limit, offset) =>
 	Buffer.from([10, ...uint(id), ...str(table), ...uint(limit), ...uint(offset)]);
 const schedulesRequest = (id) => Buffer.from([11, ...uint(id)]);
-const scheduleHistoryRequest = (id, scheduleId, limit) => Buffer.from([12, ...uint(id), ...str(scheduleId), ...uint(limit)]);
-const scheduleDeleteRequest = (id, scheduleId, kind) => Buffer.from([13, ...uint(id), ...str(scheduleId), ...str(kind)]);
+const scheduleHistoryRequest = (id, scheduleId, limit) =>
+	Buffer.from([12, ...uint(id), ...str(scheduleId), ...uint(limit)]);
+const scheduleDeleteRequest = (id, scheduleId, kind) =>
+	Buffer.from([13, ...uint(id), ...str(scheduleId), ...str(kind)]);
 
 function reader(buf) {
 	let at = 0;
@@ -216,7 +218,9 @@ function openInspector(engine, actorId, token, { version = 6 } = {}) {
 		}
 		wake();
 	});
-	const closed = new Promise((resolve) => ws.on("close", (code, reason) => resolve({ code, reason: reason.toString() })));
+	const closed = new Promise((resolve) =>
+		ws.on("close", (code, reason) => resolve({ code, reason: reason.toString() })),
+	);
 	ws.on("error", () => {});
 	const inspector = {
 		ws,
@@ -263,7 +267,12 @@ describe("the inspector's HTTP routes", () => {
 			RIVET_POOL: POOL,
 		});
 		await waitForOutput(app, /registry serving/);
-		client = createClient({ endpoint: engine.endpoint, namespace: engine.namespace, token: engine.token, poolName: POOL });
+		client = createClient({
+			endpoint: engine.endpoint,
+			namespace: engine.namespace,
+			token: engine.token,
+			poolName: POOL,
+		});
 	});
 
 	after(async () => {
@@ -343,7 +352,10 @@ describe("the inspector's HTTP routes", () => {
 			assert.ok([0, 10].includes(init.state.count), JSON.stringify(init.state));
 
 			await counter.increment(5);
-			const updated = await inspector.take((m) => m.tag === "StateUpdated" && m.state.count === 15, "StateUpdated to 15");
+			const updated = await inspector.take(
+				(m) => m.tag === "StateUpdated" && m.state.count === 15,
+				"StateUpdated to 15",
+			);
 			assert.deepEqual(updated.state, { count: 15 });
 
 			inspector.ws.send(stateRequest(1));
@@ -423,7 +435,12 @@ describe("the inspector WebSocket's views of an actor", () => {
 			RIVET_POOL: pool,
 		});
 		await waitForOutput(app, /registry serving/);
-		client = createClient({ endpoint: engine.endpoint, namespace: engine.namespace, token: engine.token, poolName: pool });
+		client = createClient({
+			endpoint: engine.endpoint,
+			namespace: engine.namespace,
+			token: engine.token,
+			poolName: pool,
+		});
 	});
 
 	after(async () => {
@@ -498,7 +515,10 @@ describe("the inspector WebSocket's views of an actor", () => {
 				{ id: "tick", name: "tick", action: "increment", args: [1], intervalMs: 60_000 },
 			);
 			const at = schedules.find((s) => s.kind === "at");
-			assert.deepEqual({ id: at.id, action: at.action, args: at.args }, { id: eventId, action: "increment", args: [1] });
+			assert.deepEqual(
+				{ id: at.id, action: at.action, args: at.args },
+				{ id: eventId, action: "increment", args: [1] },
+			);
 			assert.ok(tick.nextRunAt <= at.nextRunAt, "soonest first");
 			const history = await inspector.ask(scheduleHistoryRequest(8, "tick", 10), "ScheduleHistoryResponse", 8);
 			assert.deepEqual(history.history, []);
@@ -512,7 +532,10 @@ describe("the inspector WebSocket's views of an actor", () => {
 				["tick"],
 			);
 			inspector.ws.send(scheduleDeleteRequest(11, "tick", "weekly"));
-			await inspector.take((m) => m.tag === "Error" && /inspector\.invalid_request/.test(m.message), "a bad kind's Error");
+			await inspector.take(
+				(m) => m.tag === "Error" && /inspector\.invalid_request/.test(m.message),
+				"a bad kind's Error",
+			);
 
 			// An undecodable frame gets an Error; the socket and the actor go on.
 			inspector.ws.send(Buffer.from([0xff, 0xff]));
@@ -525,7 +548,10 @@ describe("the inspector WebSocket's views of an actor", () => {
 			await inspector.take((m) => m.tag === "StateUpdated" && m.state.count === 100, "StateUpdated to 100");
 			assert.equal(await desk.increment(0), 100);
 			inspector.ws.send(Buffer.from([0, 1, 0xff]));
-			await inspector.take((m) => m.tag === "Error" && /inspector\.invalid_request/.test(m.message), "a bad state's Error");
+			await inspector.take(
+				(m) => m.tag === "Error" && /inspector\.invalid_request/.test(m.message),
+				"a bad state's Error",
+			);
 
 			await conn.dispose();
 			await inspector.take(

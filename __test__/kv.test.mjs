@@ -168,16 +168,30 @@ describe("ctx.kv() on the real engine", () => {
 		await inActor(id, async (ctx) => {
 			const kv = ctx.kv();
 			await kv.delete(B("created"));
-			const keys = [B("o"), B("p"), Buffer.from([0x70, 0]), B("pa"), Buffer.from([0x70, 0xff]), Buffer.from([0x70, 0xff, 0xff]), B("q")];
+			const keys = [
+				B("o"),
+				B("p"),
+				Buffer.from([0x70, 0]),
+				B("pa"),
+				Buffer.from([0x70, 0xff]),
+				Buffer.from([0x70, 0xff, 0xff]),
+				B("q"),
+			];
 			await kv.batchPut(keys.map((key, i) => ({ key, value: B(String(i)) })));
 			const listed = await kv.listPrefix(B("p"));
 			assert.deepEqual(
 				listed.map((e) => [...e.key]),
 				[[0x70], [0x70, 0], [0x70, 0x61], [0x70, 0xff], [0x70, 0xff, 0xff]],
 			);
-			assert.deepEqual(listed.map((e) => e.value.toString()), ["1", "2", "3", "4", "5"]);
+			assert.deepEqual(
+				listed.map((e) => e.value.toString()),
+				["1", "2", "3", "4", "5"],
+			);
 			assert.deepEqual(keysOf(await kv.listPrefix(B("pa"))), ["pa"]);
-			assert.deepEqual((await kv.listPrefix(B("p"), { reverse: true, limit: 1 })).map((e) => [...e.key]), [[0x70, 0xff, 0xff]]);
+			assert.deepEqual(
+				(await kv.listPrefix(B("p"), { reverse: true, limit: 1 })).map((e) => [...e.key]),
+				[[0x70, 0xff, 0xff]],
+			);
 		});
 	});
 
@@ -224,18 +238,32 @@ describe("ctx.kv() on the real engine", () => {
 			const names = Array.from({ length: 700 }, (_, i) => `s${String(i).padStart(4, "0")}`);
 			await kv.batchPut(names.map((n) => ({ key: B(n), value: B(n) })));
 			assert.deepEqual(keysOf(await kv.listPrefix(B("s"))), names);
-			assert.deepEqual(keysOf(await kv.listRange(B("s0100"), B("s0600"), { reverse: true })), names.slice(100, 600).reverse());
+			assert.deepEqual(
+				keysOf(await kv.listRange(B("s0100"), B("s0600"), { reverse: true })),
+				names.slice(100, 600).reverse(),
+			);
 			assert.deepEqual(keysOf(await kv.listPrefix(B("s"), { limit: 500 })), names.slice(0, 500));
 			assert.deepEqual(keysOf(await kv.listPrefix(B("s"), { reverse: true, limit: 300 })), names.slice(400).reverse());
 
 			// Keys of the longest size across a page boundary.
-			const longest = Array.from({ length: 130 }, (_, i) => Buffer.concat([Buffer.alloc(MAX_KEY - 1, 0x77), Buffer.from([i])]));
+			const longest = Array.from({ length: 130 }, (_, i) =>
+				Buffer.concat([Buffer.alloc(MAX_KEY - 1, 0x77), Buffer.from([i])]),
+			);
 			await kv.batchPut(longest.map((key) => ({ key, value: B("x") })));
-			assert.deepEqual((await kv.listPrefix(Buffer.from([0x77]))).map((e) => e.key), longest);
-			assert.deepEqual((await kv.listRange(Buffer.from([0x77]), EMPTY, { reverse: true })).map((e) => e.key), longest.reverse());
+			assert.deepEqual(
+				(await kv.listPrefix(Buffer.from([0x77]))).map((e) => e.key),
+				longest,
+			);
+			assert.deepEqual(
+				(await kv.listRange(Buffer.from([0x77]), EMPTY, { reverse: true })).map((e) => e.key),
+				longest.reverse(),
+			);
 
 			// About 9 MiB of values, over several engine answers.
-			const big = Array.from({ length: 300 }, (_, i) => ({ key: B(`v${String(i).padStart(3, "0")}`), value: Buffer.alloc(32 * 1024, i % 256) }));
+			const big = Array.from({ length: 300 }, (_, i) => ({
+				key: B(`v${String(i).padStart(3, "0")}`),
+				value: Buffer.alloc(32 * 1024, i % 256),
+			}));
 			await kv.batchPut(big);
 			const listed = await kv.listPrefix(B("v"));
 			assert.equal(listed.length, 300);
@@ -364,7 +392,11 @@ describe("ctx.kv() on the real engine", () => {
 			"reverse?: boolean",
 			"limit?: number",
 		]);
-		assert.deepEqual(block("export interface JsKvEntry {"), ["export interface JsKvEntry {", "key: Buffer", "value: Buffer"]);
+		assert.deepEqual(block("export interface JsKvEntry {"), [
+			"export interface JsKvEntry {",
+			"key: Buffer",
+			"value: Buffer",
+		]);
 		assert.match(dts, /\bkv\(\): Kv\b/);
 	});
 });

@@ -56,7 +56,12 @@ describe("registry.start() with RIVETKIT_RUNTIME_MODE=serverless: the native lis
 			{ timeoutMs: 60_000, what: "the listener's /health" },
 		);
 		await upsertServerlessRunnerConfig(engine.endpoint, POOL, `${base}/api/rivet`);
-		client = createClient({ endpoint: engine.endpoint, namespace: engine.namespace, token: engine.token, poolName: POOL });
+		client = createClient({
+			endpoint: engine.endpoint,
+			namespace: engine.namespace,
+			token: engine.token,
+			poolName: POOL,
+		});
 	});
 
 	after(async () => {
@@ -150,7 +155,12 @@ describe("registry.listen({ application }) beside a serving envoy", () => {
 			},
 			{ timeoutMs: 60_000, what: "the application listener's /health" },
 		);
-		client = createClient({ endpoint: engine.endpoint, namespace: engine.namespace, token: engine.token, poolName: POOL });
+		client = createClient({
+			endpoint: engine.endpoint,
+			namespace: engine.namespace,
+			token: engine.token,
+			poolName: POOL,
+		});
 	});
 
 	after(async () => {

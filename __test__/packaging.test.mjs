@@ -29,7 +29,17 @@
 import assert from "node:assert/strict";
 import { execFileSync, spawn, spawnSync } from "node:child_process";
 import { once } from "node:events";
-import { copyFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import {
+	copyFileSync,
+	cpSync,
+	existsSync,
+	mkdirSync,
+	mkdtempSync,
+	readFileSync,
+	readdirSync,
+	rmSync,
+	writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { delimiter, dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -64,7 +74,12 @@ delete noRustEnv.RUSTC;
 function npmRun(args, { cwd, env = noRustEnv } = {}) {
 	const cli = process.env.npm_execpath;
 	const [file, argv] = cli && /\.c?js$/.test(cli) ? [process.execPath, [cli, ...args]] : ["npm", args];
-	const res = spawnSync(file, argv, { cwd, env, encoding: "utf8", shell: process.platform === "win32" && file === "npm" });
+	const res = spawnSync(file, argv, {
+		cwd,
+		env,
+		encoding: "utf8",
+		shell: process.platform === "win32" && file === "npm",
+	});
 	if (res.status !== 0) throw new Error(`npm ${args.join(" ")} failed (${res.status}):\n${res.stdout}\n${res.stderr}`);
 	return res;
 }
@@ -79,7 +94,9 @@ const INSTALL = ["install", "--prefer-online", "--no-audit", "--no-fund", "--log
 /** The probe package that has a `prepare` (see the plain install). */
 const PROBE = "install-script-probe";
 
-describe("packaging: the published layout, installed with no Rust toolchain", { skip: !binary && `no ${binaryFile} built` }, () => {
+describe("packaging: the published layout, installed with no Rust toolchain", {
+	skip: !binary && `no ${binaryFile} built`,
+}, () => {
 	const tarballs = {};
 	let packed;
 	let mainStage;
@@ -105,19 +122,28 @@ describe("packaging: the published layout, installed with no Rust toolchain", { 
 		// package.json would fail the pack.
 		mainStage = join(work, "main");
 		mkdirSync(join(mainStage, "scripts"), { recursive: true });
-		for (const f of ["package.json", "README.md", ...rootPackage.files]) cpSync(join(root, f), join(mainStage, f), { recursive: true });
+		for (const f of ["package.json", "README.md", ...rootPackage.files])
+			cpSync(join(root, f), join(mainStage, f), { recursive: true });
 		copyFileSync(join(root, "scripts", "pack-manifest.mjs"), join(mainStage, "scripts", "pack-manifest.mjs"));
 
 		// A package with a `prepare`: what npm lists when a package has one.
 		const probe = join(work, "probe");
 		mkdirSync(probe);
-		writeFileSync(join(probe, "package.json"), JSON.stringify({ name: PROBE, version: "1.0.0", scripts: { prepare: "node -e 0" } }));
+		writeFileSync(
+			join(probe, "package.json"),
+			JSON.stringify({ name: PROBE, version: "1.0.0", scripts: { prepare: "node -e 0" } }),
+		);
 
 		const out = join(work, "tarballs");
 		mkdirSync(out);
 		const dirs = readdirSync(stage).map((d) => join(stage, d));
 		// Scripts on, as a release packs (`npm publish` runs the same prepack).
-		packed = JSON.parse(npm(["pack", "--json", "--pack-destination", out, mainStage, probe, ...dirs], { cwd: mainStage, env: process.env }));
+		packed = JSON.parse(
+			npm(["pack", "--json", "--pack-destination", out, mainStage, probe, ...dirs], {
+				cwd: mainStage,
+				env: process.env,
+			}),
+		);
 		for (const p of packed) tarballs[p.name] = join(out, p.filename);
 	});
 
@@ -136,15 +162,26 @@ describe("packaging: the published layout, installed with no Rust toolchain", { 
 
 	test("the tarballs: the loader in the main package, each binary in its own", () => {
 		const main = packed.find((p) => p.name === rootPackage.name);
-		assert.deepEqual(main.files.map((f) => f.path).sort(), ["README.md", "index.d.ts", "index.js", "load-error.js", "package.json"]);
-		const manifest = JSON.parse(execFileSync("tar", ["-xOzf", tarballs[rootPackage.name], "package/package.json"], { encoding: "utf8" }));
+		assert.deepEqual(main.files.map((f) => f.path).sort(), [
+			"README.md",
+			"index.d.ts",
+			"index.js",
+			"load-error.js",
+			"package.json",
+		]);
+		const manifest = JSON.parse(
+			execFileSync("tar", ["-xOzf", tarballs[rootPackage.name], "package/package.json"], { encoding: "utf8" }),
+		);
 		assert.equal(manifest.private, undefined, "publishable");
 		assert.ok(rootPackage.scripts.prepare, "the repository itself has a prepare");
 		for (const script of INSTALL_SCRIPTS) {
 			assert.equal(manifest.scripts?.[script], undefined, `no ${script} script reaches users`);
 		}
 		// postpack put the package.json back as it was.
-		assert.equal(readFileSync(join(mainStage, "package.json"), "utf8"), readFileSync(join(root, "package.json"), "utf8"));
+		assert.equal(
+			readFileSync(join(mainStage, "package.json"), "utf8"),
+			readFileSync(join(root, "package.json"), "utf8"),
+		);
 		assert.ok(!existsSync(join(mainStage, ".package.json.prepack")), "no backup left behind");
 		assert.equal(Object.keys(manifest.optionalDependencies).length, rootPackage.napi.targets.length);
 		for (const [name, version] of Object.entries(manifest.optionalDependencies)) {
@@ -159,9 +196,7 @@ describe("packaging: the published layout, installed with no Rust toolchain", { 
 
 	/** Overrides that send every platform package to its tarball, as the registry would. */
 	const platformOverrides = () =>
-		Object.fromEntries(
-			Object.keys(rootPackage.optionalDependencies).map((name) => [name, `file:${tarballs[name]}`]),
-		);
+		Object.fromEntries(Object.keys(rootPackage.optionalDependencies).map((name) => [name, `file:${tarballs[name]}`]));
 
 	test("require('rivetkit-native') loads the prebuilt binary; the install runs and lists no script of ours", (t) => {
 		const dir = join(work, "plain");
@@ -181,9 +216,14 @@ describe("packaging: the published layout, installed with no Rust toolchain", { 
 		const { stderr } = npmRun([...INSTALL.filter((a) => !a.startsWith("--loglevel")), "--loglevel=warn"], { cwd: dir });
 		const listed = stderr.split("\n").filter((line) => /install-scripts/.test(line));
 		if (listed.some((line) => line.includes(PROBE))) {
-			assert.ok(!listed.some((line) => line.includes(rootPackage.name)), `npm lists no install script of ours:\n${listed.join("\n")}`);
+			assert.ok(
+				!listed.some((line) => line.includes(rootPackage.name)),
+				`npm lists no install script of ours:\n${listed.join("\n")}`,
+			);
 		} else {
-			t.diagnostic(`this npm (${npm(["--version"]).trim()}) lists no install scripts; the packed manifest's check stands alone`);
+			t.diagnostic(
+				`this npm (${npm(["--version"]).trim()}) lists no install scripts; the packed manifest's check stands alone`,
+			);
 		}
 
 		const installed = readdirSync(join(dir, "node_modules")).filter((n) => n.startsWith(`${BINARY_NAME}-`));
@@ -194,10 +234,17 @@ describe("packaging: the published layout, installed with no Rust toolchain", { 
 			const loaded = process.report.getReport().sharedObjects.filter((f) => f.endsWith(".node"));
 			console.log(JSON.stringify({ exports: Object.keys(m).length, loaded }));
 		`;
-		const res = JSON.parse(execFileSync(process.execPath, ["-e", probe], { cwd: dir, env: noRustEnv, encoding: "utf8" }));
+		const res = JSON.parse(
+			execFileSync(process.execPath, ["-e", probe], { cwd: dir, env: noRustEnv, encoding: "utf8" }),
+		);
 		assert.ok(res.exports > 10, `exports: ${res.exports}`);
 		assert.deepEqual(
-			res.loaded.map((f) => f.split(/[\\/]node_modules[\\/]/).pop().replace(/\\/g, "/")),
+			res.loaded.map((f) =>
+				f
+					.split(/[\\/]node_modules[\\/]/)
+					.pop()
+					.replace(/\\/g, "/"),
+			),
 			[`${platformPackage}/${binaryFile}`],
 		);
 	});
@@ -228,12 +275,17 @@ describe("packaging: the published layout, installed with no Rust toolchain", { 
 					for (let c = e.cause; c; c = c.cause) chain.push(c.message);
 					console.log(JSON.stringify({ message: e.message, code: e.code, group: e.group, rivetCode: e.rivetCode, metadata: e.metadata, chain }));
 				}`;
-			const err = JSON.parse(execFileSync(process.execPath, ["-e", probe], { cwd: dir, env: noRustEnv, encoding: "utf8" }));
+			const err = JSON.parse(
+				execFileSync(process.execPath, ["-e", probe], { cwd: dir, env: noRustEnv, encoding: "utf8" }),
+			);
 			assert.ok(err, "require() throws");
 			assert.equal(err.code, "napi.binding_not_found");
 			assert.equal(err.group, "napi");
 			assert.equal(err.rivetCode, "binding_not_found");
-			assert.ok(err.chain.some((m) => m.includes("Cannot find module")), `the loader's attempts are the cause: ${err.chain}`);
+			assert.ok(
+				err.chain.some((m) => m.includes("Cannot find module")),
+				`the loader's attempts are the cause: ${err.chain}`,
+			);
 			assert.doesNotMatch(err.message, /npm has a bug/);
 			return err;
 		};
@@ -244,7 +296,10 @@ describe("packaging: the published layout, installed with no Rust toolchain", { 
 		assert.equal(missing.metadata.package, platformPackage);
 		assert.equal(missing.metadata.platform, platform);
 		assert.equal(missing.metadata.install, install);
-		assert.ok(missing.message.includes(`${rootPackage.name}: no native binary loaded for ${platform} (`), missing.message);
+		assert.ok(
+			missing.message.includes(`${rootPackage.name}: no native binary loaded for ${platform} (`),
+			missing.message,
+		);
 		assert.ok(missing.message.includes(`the package ${platformPackage}@${version} is not installed`), missing.message);
 		assert.ok(missing.message.includes(`Fix: ${install}`), missing.message);
 		assert.ok(missing.message.includes(`npm install ./${platformPackage}-${version}.tgz`), missing.message);
@@ -257,7 +312,10 @@ describe("packaging: the published layout, installed with no Rust toolchain", { 
 		copyFileSync(join(root, "npm", platform, "package.json"), join(broken, "package.json"));
 		writeFileSync(join(broken, binaryFile), "not a binary\n");
 		const failed = loadError();
-		assert.ok(failed.message.includes(`a binary was found but did not load: ${join(broken, binaryFile)}`), failed.message);
+		assert.ok(
+			failed.message.includes(`a binary was found but did not load: ${join(broken, binaryFile)}`),
+			failed.message,
+		);
 		assert.ok(failed.message.includes(`Fix: reinstall its package: ${install}`), failed.message);
 		rmSync(broken, { recursive: true });
 
@@ -312,7 +370,9 @@ console.log(JSON.stringify(await counter.increment(3)));
 		// rivetkit's own dependencies have native build scripts (SQLite, ...)
 		// that this app does not need: skip every script.
 		npm([...INSTALL, "--ignore-scripts"], { cwd: dir });
-		const napiManifest = JSON.parse(readFileSync(join(dir, "node_modules/@rivetkit/rivetkit-napi/package.json"), "utf8"));
+		const napiManifest = JSON.parse(
+			readFileSync(join(dir, "node_modules/@rivetkit/rivetkit-napi/package.json"), "utf8"),
+		);
 		assert.equal(napiManifest.name, rootPackage.name, "@rivetkit/rivetkit-napi is rivetkit-native");
 
 		const port = (await findFreePorts()).guard;
@@ -335,18 +395,29 @@ console.log(JSON.stringify(await counter.increment(3)));
 		const enginePid = () => Number(out.match(/engine ready after .*pid=(\d+)/)?.[1]) || 0;
 		started.push({ child, enginePid });
 
-		await waitFor(() => child.exitCode !== null || /registry serving/.test(out), { timeoutMs: 90_000, what: "the app to serve" });
+		await waitFor(() => child.exitCode !== null || /registry serving/.test(out), {
+			timeoutMs: 90_000,
+			what: "the app to serve",
+		});
 		assert.match(out, /registry serving/, out);
 		if (process.platform === "linux") {
 			const maps = readFileSync(`/proc/${child.pid}/maps`, "utf8");
-			assert.ok(maps.includes(`/node_modules/${platformPackage}/${binaryFile}`), "the app runs on the installed binary");
+			assert.ok(
+				maps.includes(`/node_modules/${platformPackage}/${binaryFile}`),
+				"the app runs on the installed binary",
+			);
 		}
 
 		// RivetKit's client, from the app's own install. Now and then engine
 		// 2.3.19 does not hand a new actor to the host in time (see
 		// rivetkit-app.test.mjs): that one error is retried once.
 		const call = () =>
-			spawnSync(process.execPath, ["client.mjs", endpoint], { cwd: dir, env: noRustEnv, encoding: "utf8", timeout: 60_000 });
+			spawnSync(process.execPath, ["client.mjs", endpoint], {
+				cwd: dir,
+				env: noRustEnv,
+				encoding: "utf8",
+				timeout: 60_000,
+			});
 		let res = call();
 		if (res.status !== 0 && /route_resolve_query_timeout/.test(res.stderr)) {
 			t.diagnostic("the engine did not start the new actor in time; retrying once");

@@ -31,7 +31,12 @@ describe("queues on a RivetKit app", () => {
 			RIVET_POOL: POOL,
 		});
 		await waitForOutput(app, /registry serving/);
-		client = createClient({ endpoint: engine.endpoint, namespace: engine.namespace, token: engine.token, poolName: POOL });
+		client = createClient({
+			endpoint: engine.endpoint,
+			namespace: engine.namespace,
+			token: engine.token,
+			poolName: POOL,
+		});
 	});
 
 	after(async () => {
@@ -234,7 +239,10 @@ describe("the Queue class, directly", () => {
 			await assert.rejects(queue.waitForNamesAvailable(["x"], { timeoutMs: 20 }), code("queue.timed_out"));
 			await assert.rejects(queue.enqueueAndWait("x", cborEncode(1), { timeoutMs: 20 }), code("queue.timed_out"));
 			const available = queue.waitForNamesAvailable(["x", "y"]);
-			assert.deepEqual((await queue.inspectMessages()).map((m) => m.name), ["x"]);
+			assert.deepEqual(
+				(await queue.inspectMessages()).map((m) => m.name),
+				["x"],
+			);
 			await available;
 			await queue.reset();
 

@@ -56,7 +56,12 @@ describe("a hibernatable raw WebSocket across sleep and wake", () => {
 			RIVET_POOL: POOL,
 		});
 		await waitForOutput(app, /registry serving/);
-		client = createClient({ endpoint: engine.endpoint, namespace: engine.namespace, token: engine.token, poolName: POOL });
+		client = createClient({
+			endpoint: engine.endpoint,
+			namespace: engine.namespace,
+			token: engine.token,
+			poolName: POOL,
+		});
 	});
 
 	after(async () => {
@@ -116,7 +121,9 @@ describe("a hibernatable raw WebSocket across sleep and wake", () => {
 		assert.equal(await messages.next(), "sleeping");
 		await waitForOutput(app, /plain p1 going to sleep/, { from });
 		await waitForOutput(app, /plain p1 websocket closed/, { from });
-		await new Promise((resolve) => (messages.closed ? resolve() : ws.addEventListener("close", resolve, { once: true })));
+		await new Promise((resolve) =>
+			messages.closed ? resolve() : ws.addEventListener("close", resolve, { once: true }),
+		);
 		assert.ok(messages.closed, "the client saw the close");
 	});
 });

@@ -62,7 +62,8 @@ function openSocket(engine, actorId, path, { protocols = [] } = {}) {
 			const deadline = Date.now() + TIMEOUT_MS;
 			for (;;) {
 				if (cursor < messages.length) return messages[cursor++];
-				if (closeInfo) throw new Error(`socket closed (${closeInfo.code} ${closeInfo.reason}) while waiting for ${what}`);
+				if (closeInfo)
+					throw new Error(`socket closed (${closeInfo.code} ${closeInfo.reason}) while waiting for ${what}`);
 				const left = deadline - Date.now();
 				if (left <= 0) throw new Error(`timed out waiting for ${what}`);
 				await new Promise((resolve) => {
@@ -324,7 +325,11 @@ describe("raw WebSockets (onWebSocket)", () => {
 			assert.deepEqual(got, sent);
 			const open = await openedOn("/websocket/late");
 			const indexes = eventsOf(open.connId).map((e) => e.messageIndex);
-			assert.deepEqual([...indexes].sort((a, b) => a - b), indexes, "message indexes are in order");
+			assert.deepEqual(
+				[...indexes].sort((a, b) => a - b),
+				indexes,
+				"message indexes are in order",
+			);
 		} finally {
 			await socket.close();
 		}

@@ -95,13 +95,18 @@ describe("ray IDs", () => {
 	});
 
 	test("onRequest sees its caller's ray ID", async () => {
-		const res = await gatewayFetch(engine.endpoint, id, "/request/anything", { headers: { "x-rivet-ray-id": "r".repeat(30) } });
+		const res = await gatewayFetch(engine.endpoint, id, "/request/anything", {
+			headers: { "x-rivet-ray-id": "r".repeat(30) },
+		});
 		assert.equal(res.status, 200);
 		assert.equal(await res.json(), "r".repeat(30));
 	});
 
 	test("a queue message keeps its sender's ray ID, and the run handler that receives it takes it", async () => {
-		const send = await actionFetch(engine, relayId, "send", { encoding: "json", headers: { "x-rivet-ray-id": "ray-q1" } });
+		const send = await actionFetch(engine, relayId, "send", {
+			encoding: "json",
+			headers: { "x-rivet-ray-id": "ray-q1" },
+		});
 		assert.equal(send.status, 200, JSON.stringify(send.body));
 		let got = [];
 		for (let i = 0; i < 100 && got.length === 0; i++) {

@@ -66,7 +66,11 @@ function markedSnippets(text) {
 }
 
 // The snippets name this platform's package (linux-x64-gnu).
-const skip = !binary ? `no ${binaryFile} built` : platform !== "linux-x64-gnu" ? `the README's snippets name linux-x64-gnu, this is ${platform}` : false;
+const skip = !binary
+	? `no ${binaryFile} built`
+	: platform !== "linux-x64-gnu"
+		? `the README's snippets name linux-x64-gnu, this is ${platform}`
+		: false;
 
 describe("README snippets, run as written", { skip }, () => {
 	const work = mkdtempSync(join(tmpdir(), "rivetkit-native-readme-"));
@@ -89,12 +93,14 @@ describe("README snippets, run as written", { skip }, () => {
 		// The clone, as far as packing needs it.
 		const clone = join(work, "rivetkit-native");
 		mkdirSync(join(clone, "scripts"), { recursive: true });
-		for (const f of ["package.json", "README.md", ...rootPackage.files]) cpSync(join(root, f), join(clone, f), { recursive: true });
+		for (const f of ["package.json", "README.md", ...rootPackage.files])
+			cpSync(join(root, f), join(clone, f), { recursive: true });
 		copyFileSync(join(root, "scripts", "pack-manifest.mjs"), join(clone, "scripts", "pack-manifest.mjs"));
 		const platformDir = join(clone, "npm", platform);
 		mkdirSync(platformDir, { recursive: true });
 		for (const f of ["package.json", "README.md"]) {
-			if (existsSync(join(root, "npm", platform, f))) copyFileSync(join(root, "npm", platform, f), join(platformDir, f));
+			if (existsSync(join(root, "npm", platform, f)))
+				copyFileSync(join(root, "npm", platform, f), join(platformDir, f));
 		}
 		copyFileSync(binary, join(platformDir, binaryFile));
 		for (const dir of ["my-server", "my-app"]) mkdirSync(join(work, dir));
@@ -134,7 +140,10 @@ describe("README snippets, run as written", { skip }, () => {
 		const server = { child, out: "", exited: once(child, "exit") };
 		child.stdout.on("data", (d) => (server.out += d));
 		child.stderr.on("data", (d) => (server.out += d));
-		await waitFor(() => child.exitCode !== null || /registry serving/.test(server.out), { timeoutMs: 90_000, what: `${dir}/${file} to serve` });
+		await waitFor(() => child.exitCode !== null || /registry serving/.test(server.out), {
+			timeoutMs: 90_000,
+			what: `${dir}/${file} to serve`,
+		});
 		assert.match(server.out, /registry serving/, server.out);
 		enginePid ||= Number(server.out.match(/engine ready after .*pid=(\d+)/)?.[1]) || 0;
 		return server;
@@ -151,18 +160,30 @@ describe("README snippets, run as written", { skip }, () => {
 
 	test("the marked snippets are the ones this test runs", () => {
 		assert.deepEqual(Object.keys(snippets).sort(), Object.keys(SNIPPETS).sort());
-		for (const [name, { lang }] of Object.entries(SNIPPETS)) assert.equal(snippets[name].lang, lang, `${name} is a ${lang} snippet`);
+		for (const [name, { lang }] of Object.entries(SNIPPETS))
+			assert.equal(snippets[name].lang, lang, `${name} is a ${lang} snippet`);
 	});
 
 	test("pack: the two tarballs", () => {
 		snippet("pack");
-		for (const tgz of [`${rootPackage.name}-${rootPackage.version}.tgz`, `${BINARY_NAME}-${platform}-${rootPackage.version}.tgz`]) {
+		for (const tgz of [
+			`${rootPackage.name}-${rootPackage.version}.tgz`,
+			`${BINARY_NAME}-${platform}-${rootPackage.version}.tgz`,
+		]) {
 			assert.ok(existsSync(join(work, "rivetkit-native", tgz)), `${tgz} packed`);
 		}
 		const manifest = JSON.parse(
-			execFileSync("tar", ["-xOzf", join(work, "rivetkit-native", `${rootPackage.name}-${rootPackage.version}.tgz`), "package/package.json"], {
-				encoding: "utf8",
-			}),
+			execFileSync(
+				"tar",
+				[
+					"-xOzf",
+					join(work, "rivetkit-native", `${rootPackage.name}-${rootPackage.version}.tgz`),
+					"package/package.json",
+				],
+				{
+					encoding: "utf8",
+				},
+			),
 		);
 		assert.equal(manifest.scripts?.prepare, undefined, "packed without prepare");
 	});
@@ -186,20 +207,34 @@ describe("README snippets, run as written", { skip }, () => {
 	test("a RivetKit app from the tarballs: its package.json, npm install, server, client, Ctrl-C", async (t) => {
 		snippet("app-package");
 		snippet("app-install");
-		const napi = JSON.parse(readFileSync(join(work, "my-app", "node_modules", "@rivetkit", "rivetkit-napi", "package.json"), "utf8"));
+		const napi = JSON.parse(
+			readFileSync(join(work, "my-app", "node_modules", "@rivetkit", "rivetkit-napi", "package.json"), "utf8"),
+		);
 		assert.equal(napi.name, rootPackage.name, "@rivetkit/rivetkit-napi is rivetkit-native");
-		assert.ok(!existsSync(join(work, "my-app", "node_modules", "rivetkit", "node_modules", "@rivetkit", "rivetkit-napi")), "no nested real one");
+		assert.ok(
+			!existsSync(join(work, "my-app", "node_modules", "rivetkit", "node_modules", "@rivetkit", "rivetkit-napi")),
+			"no nested real one",
+		);
 		snippet("app-server");
 		snippet("app-client");
 
 		const server = await startServer("my-app", "server.mjs");
 		if (process.platform === "linux") {
 			const maps = readFileSync(`/proc/${server.child.pid}/maps`, "utf8");
-			assert.ok(maps.includes(`/my-app/node_modules/${BINARY_NAME}-${platform}/${binaryFile}`), "the app runs on the installed binary");
+			assert.ok(
+				maps.includes(`/my-app/node_modules/${BINARY_NAME}-${platform}/${binaryFile}`),
+				"the app runs on the installed binary",
+			);
 		}
 		// Now and then engine 2.3.19 does not hand a new actor to the host in
 		// time (rivetkit-app.test.mjs): that one error is retried once.
-		const call = () => spawnSync(process.execPath, ["client.mjs"], { cwd: join(work, "my-app"), env, encoding: "utf8", timeout: 60_000 });
+		const call = () =>
+			spawnSync(process.execPath, ["client.mjs"], {
+				cwd: join(work, "my-app"),
+				env,
+				encoding: "utf8",
+				timeout: 60_000,
+			});
 		let res = call();
 		if (res.status !== 0 && /route_resolve_query_timeout/.test(res.stderr)) {
 			t.diagnostic("the engine did not start the new actor in time; retrying once");

@@ -36,7 +36,10 @@ async function exitCode(host, what) {
 }
 
 async function call(actorId, path, method = "POST") {
-	const res = await gatewayFetch(engine.endpoint, actorId, `/request${path}`, { method, signal: AbortSignal.timeout(20_000) });
+	const res = await gatewayFetch(engine.endpoint, actorId, `/request${path}`, {
+		method,
+		signal: AbortSignal.timeout(20_000),
+	});
 	const body = await res.text();
 	assert.equal(res.status, 200, `${path}: ${body}`);
 	return JSON.parse(body);
@@ -46,7 +49,9 @@ async function call(actorId, path, method = "POST") {
 async function read(actorId) {
 	return await waitFor(
 		async () => {
-			const res = await gatewayFetch(engine.endpoint, actorId, "/request/read", { signal: AbortSignal.timeout(5_000) }).catch(() => null);
+			const res = await gatewayFetch(engine.endpoint, actorId, "/request/read", {
+				signal: AbortSignal.timeout(5_000),
+			}).catch(() => null);
 			return res?.status === 200 ? await res.json() : undefined;
 		},
 		{ timeoutMs: 90_000, intervalMs: 250, what: "the actor to answer" },
@@ -80,7 +85,13 @@ test("a context kept from a generation that slept cannot write; the successor's 
 	const stale = await call(actor.actor_id, "/stale-write");
 	assert.deepEqual(
 		{ ...stale, generationKept: undefined },
-		{ generationKept: undefined, saveState: "actor.stopping", requestSaveAndWait: "actor.stopping", kvPut: "actor.stopping", setAlarm: "actor.stopping" },
+		{
+			generationKept: undefined,
+			saveState: "actor.stopping",
+			requestSaveAndWait: "actor.stopping",
+			kvPut: "actor.stopping",
+			setAlarm: "actor.stopping",
+		},
 	);
 
 	first.child.kill("SIGKILL");
@@ -102,7 +113,8 @@ test("a drain that runs into its bound still saves every changed state", async (
 	// onSleep never settles, so the engine's stops cannot finish within the bound.
 	const first = await startHost(pool, { DRAIN_MS: "1000", HANG_ON_SLEEP: "1" });
 	const actors = [];
-	for (let i = 0; i < 3; i++) actors.push(await createActor(engine.endpoint, { name: "counter", key: `bound-${i}`, pool }));
+	for (let i = 0; i < 3; i++)
+		actors.push(await createActor(engine.endpoint, { name: "counter", key: `bound-${i}`, pool }));
 	for (const [i, actor] of actors.entries()) {
 		assert.equal((await call(actor.actor_id, "/increment")).count, 1);
 		// Changed in memory only: no save asked.
@@ -190,11 +202,18 @@ describe("connection records", () => {
 			// actor while the engine is still putting the socket into
 			// hibernation races the engine 2.3.19 gateway: the new generation
 			// is then started without it, and the socket is dropped as stale.)
-			await waitFor(async () => (await conn.generation()) > before, { timeoutMs: 60_000, intervalMs: 250, what: "a new generation" });
+			await waitFor(async () => (await conn.generation()) > before, {
+				timeoutMs: 60_000,
+				intervalMs: 250,
+				what: "a new generation",
+			});
 			// The socket is live again in the new generation (an action over it answers)...
 			// ...which restored the connection, subscriptions included.
 			await handle.shout(names[2]);
-			await waitFor(() => events.some((e) => e.name === "2"), { timeoutMs: 20_000, what: "the event on a restored subscription" });
+			await waitFor(() => events.some((e) => e.name === "2"), {
+				timeoutMs: 20_000,
+				what: "the event on a restored subscription",
+			});
 			assert.equal(await conn.bump(), 3);
 		} finally {
 			await conn.dispose();

@@ -372,7 +372,9 @@ describe("RivetKit example app on rivetkit-native", () => {
 		// One warn line per failed call, naming the actor, the call, the
 		// transport and the real message; its JavaScript stack at debug.
 		const failed = (what, transport) =>
-			app.out.split("\n").filter((l) => l.includes(` WARN `) && l.includes(`${what} failed`) && l.includes(`transport="${transport}"`));
+			app.out
+				.split("\n")
+				.filter((l) => l.includes(` WARN `) && l.includes(`${what} failed`) && l.includes(`transport="${transport}"`));
 		for (const [what, transport, message] of [
 			["action `crash`", "http", "the action crashed on purpose"],
 			["action `crash`", "websocket", "the action crashed on purpose"],
@@ -384,7 +386,10 @@ describe("RivetKit example app on rivetkit-native", () => {
 			assert.match(lines[0], /actor="jobs"/);
 			assert.match(lines[0], /key="unsupported"/);
 		}
-		assert.match(app.out, /DEBUG .*JavaScript stack of the action `crash` failure:\nError: the action crashed on purpose\n\s+at crash \(file:.*unsupported-server\.mjs/);
+		assert.match(
+			app.out,
+			/DEBUG .*JavaScript stack of the action `crash` failure:\nError: the action crashed on purpose\n\s+at crash \(file:.*unsupported-server\.mjs/,
+		);
 		// A refused feature is a public error: the client has all of it,
 		// so the server logs it at debug, not warn.
 		assert.equal(failed("action `enqueue`", "http").length, 0);

@@ -83,7 +83,12 @@ describe("the actor runtime socket in a RivetKit 2.3.19 app", () => {
 			what: "the app to serve",
 		});
 		if (app.exited) throw new Error(`the app exited before serving:\n${app.out}`);
-		client = createClient({ endpoint: engine.endpoint, namespace: engine.namespace, token: engine.token, poolName: pool });
+		client = createClient({
+			endpoint: engine.endpoint,
+			namespace: engine.namespace,
+			token: engine.token,
+			poolName: pool,
+		});
 	});
 
 	after(async () => {
@@ -121,7 +126,12 @@ describe("the actor runtime socket in a RivetKit 2.3.19 app", () => {
 
 		// A lease: begin, a statement inside it, commit.
 		assert.equal((await db.call({ kind: "begin", key: "batch" })).type, "BeginOk");
-		const leased = await db.call({ kind: "query", lease: "batch", sql: "INSERT INTO items (body) VALUES (?)", params: ["leased"] });
+		const leased = await db.call({
+			kind: "query",
+			lease: "batch",
+			sql: "INSERT INTO items (body) VALUES (?)",
+			params: ["leased"],
+		});
 		assert.equal(leased.type, "QueryOk");
 		assert.equal((await db.call({ kind: "commit", key: "batch" })).type, "CommitOk");
 		const again = await db.call({ kind: "query", lease: "batch", sql: "SELECT 1" });

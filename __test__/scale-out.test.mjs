@@ -31,7 +31,12 @@ describe("two hosts in one pool", () => {
 			hosts.push(app);
 			await waitForOutput(app, /registry serving/);
 		}
-		client = createClient({ endpoint: engine.endpoint, namespace: engine.namespace, token: engine.token, poolName: POOL });
+		client = createClient({
+			endpoint: engine.endpoint,
+			namespace: engine.namespace,
+			token: engine.token,
+			poolName: POOL,
+		});
 	});
 
 	after(async () => {

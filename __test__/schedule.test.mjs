@@ -32,11 +32,19 @@ describe("schedule", () => {
 		onRequest: async (_e, { ctx, request }) => {
 			const url = new URL(request.uri, "http://actor");
 			const schedule = ctx.schedule();
-			const reply = (value, status = 200) => ({ status, headers: { "content-type": "application/json" }, body: Buffer.from(JSON.stringify(value)) });
+			const reply = (value, status = 200) => ({
+				status,
+				headers: { "content-type": "application/json" },
+				body: Buffer.from(JSON.stringify(value)),
+			});
 			try {
 				switch (url.pathname) {
 					case "/after": {
-						const id = await schedule.after(Number(url.searchParams.get("ms")), "remember", cbor([url.searchParams.get("text")]));
+						const id = await schedule.after(
+							Number(url.searchParams.get("ms")),
+							"remember",
+							cbor([url.searchParams.get("text")]),
+						);
 						if (url.searchParams.has("sleep")) ctx.sleep();
 						return reply({ id });
 					}
@@ -50,7 +58,14 @@ describe("schedule", () => {
 						return reply({ id });
 					}
 					case "/list":
-						return reply((await schedule.list()).map((e) => ({ id: e.id, action: e.action, args: decode(e.args), runAt: e.runAt })));
+						return reply(
+							(await schedule.list()).map((e) => ({
+								id: e.id,
+								action: e.action,
+								args: decode(e.args),
+								runAt: e.runAt,
+							})),
+						);
 					case "/get": {
 						const e = await schedule.get(url.searchParams.get("id"));
 						return reply(e && { id: e.id, action: e.action });
@@ -60,7 +75,12 @@ describe("schedule", () => {
 					case "/cron": {
 						await schedule.cronEvery("tick", Number(url.searchParams.get("interval")), "remember", cbor(["tick"]), 5);
 						const job = await schedule.cronGet("tick");
-						return reply({ kind: job.kind, intervalMs: job.intervalMs, nextRunAt: job.nextRunAt, jobs: (await schedule.cronList()).length });
+						return reply({
+							kind: job.kind,
+							intervalMs: job.intervalMs,
+							nextRunAt: job.nextRunAt,
+							jobs: (await schedule.cronList()).length,
+						});
 					}
 					case "/history":
 						return reply((await schedule.cronHistory("tick")).map((h) => h.result));
@@ -95,7 +115,10 @@ describe("schedule", () => {
 		const { status, body } = await call(id, "/after?ms=2000&text=hello&sleep");
 		assert.equal(status, 200);
 		assert.match(body.id, /^[0-9a-f-]{36}$/);
-		const fire = await waitFor(() => fired.find((f) => f.actorId === id), { timeoutMs: 30_000, what: "the scheduled action" });
+		const fire = await waitFor(() => fired.find((f) => f.actorId === id), {
+			timeoutMs: 30_000,
+			what: "the scheduled action",
+		});
 		assert.deepEqual(fire.args, ["hello"]);
 		assert.equal(fire.generation, 2, "a new generation ran it: the engine woke the sleeping actor");
 		assert.equal(fire.scheduledFire.kind, "at");
@@ -125,7 +148,10 @@ describe("schedule", () => {
 		assert.equal((await call(id, "/get?id=nope")).body, null);
 		assert.deepEqual((await call(id, `/cancel?id=${a.id}`)).body, { cancelled: true });
 		assert.deepEqual((await call(id, `/cancel?id=${a.id}`)).body, { cancelled: false });
-		assert.deepEqual((await call(id, "/list")).body.map((e) => e.id), [b.id]);
+		assert.deepEqual(
+			(await call(id, "/list")).body.map((e) => e.id),
+			[b.id],
+		);
 	});
 
 	test("maxSchedules is enforced with a structured error", async () => {

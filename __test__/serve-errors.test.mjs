@@ -71,8 +71,14 @@ test("serve() against a namespace the engine does not have rejects within the co
 test("register() after serve() and a second serve() are refused with napi.invalid_state", async () => {
 	const r = registry();
 	const serving = r.serve({ endpoint: engine.endpoint, poolName: uniquePool(), engineSpawn: "never" });
-	assert.throws(() => r.register("late", new native.NapiActorFactory({})), (err) => err.code === "napi.invalid_state");
-	assert.throws(() => r.serve({}), (err) => err.code === "napi.invalid_state");
+	assert.throws(
+		() => r.register("late", new native.NapiActorFactory({})),
+		(err) => err.code === "napi.invalid_state",
+	);
+	assert.throws(
+		() => r.serve({}),
+		(err) => err.code === "napi.invalid_state",
+	);
 	await r.waitReady();
 	await r.shutdown();
 	await r.shutdown();
@@ -82,7 +88,10 @@ test("register() after serve() and a second serve() are refused with napi.invali
 test("shutdown() before serve() settles serve() at once", async () => {
 	const r = registry();
 	await r.shutdown();
-	await assert.rejects(async () => r.serve({ endpoint: engine.endpoint }), (err) => err.code === "napi.invalid_state");
+	await assert.rejects(
+		async () => r.serve({ endpoint: engine.endpoint }),
+		(err) => err.code === "napi.invalid_state",
+	);
 });
 
 test("serve() refuses malformed numbers in its config, naming the field", async () => {
@@ -95,10 +104,13 @@ test("serve() refuses malformed numbers in its config, naming the field", async 
 		["serverlessMaxStartPayloadBytes", 2 ** 40],
 	]) {
 		const r = registry();
-		await assert.rejects(r.serve({ endpoint: engine.endpoint, poolName: uniquePool(), engineSpawn: "never", [field]: value }), (err) => {
-			assert.equal(err.code, "napi.invalid_argument", `${field}: ${err.message}`);
-			assert.equal(err.metadata?.argument, `config.${field}`);
-			return true;
-		});
+		await assert.rejects(
+			r.serve({ endpoint: engine.endpoint, poolName: uniquePool(), engineSpawn: "never", [field]: value }),
+			(err) => {
+				assert.equal(err.code, "napi.invalid_argument", `${field}: ${err.message}`);
+				assert.equal(err.metadata?.argument, `config.${field}`);
+				return true;
+			},
+		);
 	}
 });

@@ -39,7 +39,12 @@ describe("registry.serve() in Node's http server, with a serverless runner confi
 		await waitForOutput(app, /serverless handler listening/);
 		proxy = await recordingProxy(appUrl);
 		await upsertServerlessRunnerConfig(engine.endpoint, POOL, `${proxy.url}/api/rivet`);
-		client = createClient({ endpoint: engine.endpoint, namespace: engine.namespace, token: engine.token, poolName: POOL });
+		client = createClient({
+			endpoint: engine.endpoint,
+			namespace: engine.namespace,
+			token: engine.token,
+			poolName: POOL,
+		});
 	});
 
 	after(async () => {
@@ -70,7 +75,10 @@ describe("registry.serve() in Node's http server, with a serverless runner confi
 		assert.equal(await counter.getCount(), 5);
 		const room = client.chatRoom.getOrCreate(["actions"]);
 		await firstCall(t, "chat room", () => room.sendMessage("ada", "hello"));
-		assert.deepEqual((await room.getHistory()).map((m) => m.text), ["hello"]);
+		assert.deepEqual(
+			(await room.getHistory()).map((m) => m.text),
+			["hello"],
+		);
 		assert.ok(starts(proxy).length >= 2, "one start request per actor");
 		for (const start of starts(proxy)) {
 			assert.equal(start.method, "POST");
@@ -99,16 +107,28 @@ describe("registry.serve() in Node's http server, with a serverless runner confi
 		await counter.goToSleep();
 		const slept = await waitForOutput(app, /counter sleepy going to sleep/, { from });
 		// Finished either way: ended by the host, or closed by the engine on reading `stopping`.
-		await waitFor(() => starts(proxy).some((s) => (s.ended || s.closedByClient) && s.chunks.join("").includes("event: stopping")), {
-			timeoutMs: 20_000,
-			what: "a start stream that ended with a stopping event",
-		}).catch((err) => {
+		await waitFor(
+			() => starts(proxy).some((s) => (s.ended || s.closedByClient) && s.chunks.join("").includes("event: stopping")),
+			{
+				timeoutMs: 20_000,
+				what: "a start stream that ended with a stopping event",
+			},
+		).catch((err) => {
 			// Say what each stream and the host did.
-			const streams = starts(proxy).map((s) => ({ ended: s.ended, closedByClient: s.closedByClient, chunks: s.chunks.length, last: s.chunks.at(-1)?.slice(0, 40) }));
-			throw new Error(`${err.message}\nstart streams: ${JSON.stringify(streams)}\nhost since the sleep:\n${app.out.slice(from).slice(-4000)}`);
+			const streams = starts(proxy).map((s) => ({
+				ended: s.ended,
+				closedByClient: s.closedByClient,
+				chunks: s.chunks.length,
+				last: s.chunks.at(-1)?.slice(0, 40),
+			}));
+			throw new Error(
+				`${err.message}\nstart streams: ${JSON.stringify(streams)}\nhost since the sleep:\n${app.out.slice(from).slice(-4000)}`,
+			);
 		});
 		const finished = starts(proxy).find((s) => s.chunks.join("").includes("event: stopping"));
-		t.diagnostic(`the stopped generation's stream: ${finished?.ended ? "ended by the host" : "closed by the engine first"}`);
+		t.diagnostic(
+			`the stopped generation's stream: ${finished?.ended ? "ended by the host" : "closed by the engine first"}`,
+		);
 		assert.equal(await counter.getCount(), 7);
 		await waitForOutput(app, /counter sleepy awake \(count 7\)/, { from: slept });
 		assert.ok(starts(proxy).length > before, "the wake came through a new start request");
@@ -251,30 +271,47 @@ describe("handleServerlessRequest: the napi contract", () => {
 		assert.equal((await registry.health()).status, 503);
 		assert.deepEqual(JSON.parse(registry.metadata().body).envoy.kind, { serverless: {} });
 		await assert.rejects(registry.waitReady(), (err) => err.code === "napi.invalid_state");
-		assert.throws(() => registry.serve(config), (err) => err.code === "napi.invalid_state");
+		assert.throws(
+			() => registry.serve(config),
+			(err) => err.code === "napi.invalid_state",
+		);
 
 		const bad = await call(registry, { method: "POST", url: "http://h/api/rivet/start" });
 		assert.equal(bad.head.status, 400);
 		assert.equal(JSON.parse(bad.body).code, "invalid");
 
 		await registry.shutdown();
-		await assert.rejects(call(registry, { url: "http://h/api/rivet/health" }), (err) => err.code === "registry.shut_down");
+		await assert.rejects(
+			call(registry, { url: "http://h/api/rivet/health" }),
+			(err) => err.code === "registry.shut_down",
+		);
 	});
 
 	test("bad arguments and the other mode are structured rejections", async () => {
 		const registry = new native.CoreRegistry();
 		const token = new native.CancellationToken();
 		const req = { method: "GET", url: "http://h/", headers: {}, body: Buffer.alloc(0) };
-		await assert.rejects(registry.handleServerlessRequest("nope", () => {}, token, config), (err) => err.code === "napi.invalid_argument");
-		await assert.rejects(registry.handleServerlessRequest(req, 42, token, config), (err) => err.code === "napi.invalid_argument");
-		await assert.rejects(registry.handleServerlessRequest(req, () => {}, {}, config), (err) => err.code === "napi.invalid_argument");
+		await assert.rejects(
+			registry.handleServerlessRequest("nope", () => {}, token, config),
+			(err) => err.code === "napi.invalid_argument",
+		);
+		await assert.rejects(
+			registry.handleServerlessRequest(req, 42, token, config),
+			(err) => err.code === "napi.invalid_argument",
+		);
+		await assert.rejects(
+			registry.handleServerlessRequest(req, () => {}, {}, config),
+			(err) => err.code === "napi.invalid_argument",
+		);
 		await assert.rejects(
 			registry.serveListener({ port: 70000 }, config),
 			(err) => err.code === "napi.invalid_argument" && /listener\.port/.test(err.message),
 		);
 
 		const serving = new native.CoreRegistry();
-		const served = serving.serve({ ...config, envoyConnectTimeoutMs: 100, exitCodeOnFailure: false }).catch((err) => err);
+		const served = serving
+			.serve({ ...config, envoyConnectTimeoutMs: 100, exitCodeOnFailure: false })
+			.catch((err) => err);
 		await assert.rejects(
 			serving.handleServerlessRequest(req, () => {}, token, config),
 			(err) => err.code === "napi.invalid_state",

@@ -168,7 +168,10 @@ describe("JsCallback", () => {
 			const json = bridged(err);
 			assert.equal(json.group, "napi");
 			assert.equal(json.code, "invalid_return");
-			assert.match(json.message, /^JavaScript callback `testCallback` returned an invalid value: expected String, got /);
+			assert.match(
+				json.message,
+				/^JavaScript callback `testCallback` returned an invalid value: expected String, got /,
+			);
 			assert.equal(json.public, false);
 			assert.equal(json.statusCode, 500);
 		}
@@ -281,7 +284,11 @@ describe("process exit", () => {
 			child.stderr.on("data", (d) => (stderr += d));
 			const timer = setTimeout(() => {
 				child.kill("SIGKILL");
-				reject(new Error(`child ${args.join(" ")} did not exit within ${timeoutMs} ms\nstdout: ${stdout}\nstderr: ${stderr}`));
+				reject(
+					new Error(
+						`child ${args.join(" ")} did not exit within ${timeoutMs} ms\nstdout: ${stdout}\nstderr: ${stderr}`,
+					),
+				);
 			}, timeoutMs);
 			child.on("exit", (code, signal) => {
 				clearTimeout(timer);

@@ -154,7 +154,10 @@ describe("ctx.sql() on the real engine", () => {
 			]);
 			const failed = await db
 				.executeBatch([{ sql: "INSERT INTO t VALUES (3)" }, { sql: "INSERT INTO t VALUES (1)" }])
-				.then(() => null, (e) => e.code);
+				.then(
+					() => null,
+					(e) => e.code,
+				);
 
 			const tx = await db.beginTransaction(60_000, "two inserts");
 			await tx.execute("INSERT INTO t VALUES (10)");
@@ -168,7 +171,10 @@ describe("ctx.sql() on the real engine", () => {
 			const short = await db.beginTransaction(50);
 			await short.execute("INSERT INTO t VALUES (30)");
 			await new Promise((r) => setTimeout(r, 200));
-			const expired = await short.commit().then(() => null, (e) => e.code);
+			const expired = await short.commit().then(
+				() => null,
+				(e) => e.code,
+			);
 			const rows = await db.query("SELECT x FROM t ORDER BY x");
 			return { changes: batch.map((r) => r.changes), failed, waited, expired, rows: rows.rows.flat() };
 		});
@@ -202,7 +208,13 @@ describe("ctx.sql() on the real engine", () => {
 		const code = await inActor(id, async (ctx) => {
 			await ctx.sql().exec("CREATE TABLE t (x)");
 			await ctx.sql().close();
-			return ctx.sql().exec("SELECT 1").then(() => null, (e) => e.code);
+			return ctx
+				.sql()
+				.exec("SELECT 1")
+				.then(
+					() => null,
+					(e) => e.code,
+				);
 		});
 		assert.equal(code, "sqlite.closed");
 	});
@@ -292,7 +304,12 @@ describe("c.db in a RivetKit 2.3.19 app with the official client", () => {
 		pool = `sqlite-app-${process.pid}`;
 		await upsertRunnerConfig(engine.endpoint, pool);
 		app = await startApp();
-		client = createClient({ endpoint: engine.endpoint, namespace: engine.namespace, token: engine.token, poolName: pool });
+		client = createClient({
+			endpoint: engine.endpoint,
+			namespace: engine.namespace,
+			token: engine.token,
+			poolName: pool,
+		});
 	});
 
 	after(async () => {

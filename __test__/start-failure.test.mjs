@@ -118,9 +118,14 @@ describe("a start hook that throws", () => {
 			["/connect", ["rivet", "rivet_encoding.json"]],
 			["/websocket/anything", ["rivet"]],
 		]) {
-			const ws = new WebSocket(`ws://127.0.0.1:${engine.guardPort}/gateway/${encodeURIComponent(id)}${path}`, protocols);
+			const ws = new WebSocket(
+				`ws://127.0.0.1:${engine.guardPort}/gateway/${encodeURIComponent(id)}${path}`,
+				protocols,
+			);
 			ws.on("error", () => {});
-			const closed = await new Promise((resolve) => ws.once("close", (code, reason) => resolve({ code, reason: reason.toString() })));
+			const closed = await new Promise((resolve) =>
+				ws.once("close", (code, reason) => resolve({ code, reason: reason.toString() })),
+			);
 			assert.deepEqual(closed, { code: 1011, reason: "user.not_today" }, path);
 		}
 		const used = startsOf(id) - before;
@@ -152,13 +157,15 @@ describe("a start hook that throws", () => {
 		}
 		const used = startsOf(id) - first;
 		const seconds = (Date.now() - started) / 1000;
-		t.diagnostic(`${requests} requests: ${used} failed starts in ${seconds.toFixed(1)} s (${(used / seconds).toFixed(2)}/s)`);
+		t.diagnostic(
+			`${requests} requests: ${used} failed starts in ${seconds.toFixed(1)} s (${(used / seconds).toFixed(2)}/s)`,
+		);
 		assert.ok(used <= requests + 1, `${requests} requests cost ${used} failed starts`);
 
 		failing.delete("recover");
-		await waitFor(
-			async () => (await actionFetch(engine, id, "ping", { encoding: "json" })).status === 200,
-			{ timeoutMs: 30_000, what: "the actor to serve once onWake no longer throws" },
-		);
+		await waitFor(async () => (await actionFetch(engine, id, "ping", { encoding: "json" })).status === 200, {
+			timeoutMs: 30_000,
+			what: "the actor to serve once onWake no longer throws",
+		});
 	});
 });

@@ -102,7 +102,12 @@ describe("streamed onRequest bodies through the gateway", () => {
 			NODE_OPTIONS: "--expose-gc",
 		});
 		await waitForOutput(app, /registry serving/);
-		client = createClient({ endpoint: engine.endpoint, namespace: engine.namespace, token: engine.token, poolName: POOL });
+		client = createClient({
+			endpoint: engine.endpoint,
+			namespace: engine.namespace,
+			token: engine.token,
+			poolName: POOL,
+		});
 	});
 
 	after(async () => {

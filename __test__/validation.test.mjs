@@ -48,13 +48,19 @@ describe("NapiActorFactory config numbers (no engine)", () => {
 			throwsInvalid(() => new native.NapiActorFactory(hooks, { actionTimeoutMs: value }), "config.actionTimeoutMs");
 		}
 		throwsInvalid(() => new native.NapiActorFactory(hooks, { stateSaveIntervalMs: NaN }), "config.stateSaveIntervalMs");
-		throwsInvalid(() => new native.NapiActorFactory(hooks, { connectionLivenessTimeoutMs: -5 }), "config.connectionLivenessTimeoutMs");
+		throwsInvalid(
+			() => new native.NapiActorFactory(hooks, { connectionLivenessTimeoutMs: -5 }),
+			"config.connectionLivenessTimeoutMs",
+		);
 	});
 
 	test("sizes must be whole numbers, not negative", () => {
 		for (const value of [NaN, -1, 1.5, Infinity]) {
 			throwsInvalid(() => new native.NapiActorFactory(hooks, { maxSchedules: value }), "config.maxSchedules");
-			throwsInvalid(() => new native.NapiActorFactory(hooks, { maxIncomingMessageSize: value }), "config.maxIncomingMessageSize");
+			throwsInvalid(
+				() => new native.NapiActorFactory(hooks, { maxIncomingMessageSize: value }),
+				"config.maxIncomingMessageSize",
+			);
 		}
 		throwsInvalid(() => new native.NapiActorFactory(hooks, { maxQueueSize: -1 }), "config.maxQueueSize");
 	});
@@ -128,7 +134,8 @@ describe("context, schedule, kv, conn and websocket arguments on the real engine
 		await engine?.stop();
 	});
 
-	const create = async (key) => (await createActor(engine.endpoint, { name: "validate", key, pool: host.pool })).actor_id;
+	const create = async (key) =>
+		(await createActor(engine.endpoint, { name: "validate", key, pool: host.pool })).actor_id;
 
 	/** Runs `fn(ctx)` inside the actor's onRequest; returns its value or throws its error. */
 	const inActor = (actorId, fn) => jobs.inActor(engine.endpoint, actorId, fn);
@@ -237,13 +244,22 @@ describe("context, schedule, kv, conn and websocket arguments on the real engine
 			await rejectsInvalid(kv.listPrefix("p"), "prefix");
 			for (const limit of [NaN, -1, 1.5, Infinity, 2 ** 32, "3"]) {
 				await rejectsInvalid(kv.listPrefix(B(""), { limit }), typeof limit === "string" ? "options" : "options.limit");
-				await rejectsInvalid(kv.listRange(B(""), B("\xff"), { limit }), typeof limit === "string" ? "options" : "options.limit");
+				await rejectsInvalid(
+					kv.listRange(B(""), B("\xff"), { limit }),
+					typeof limit === "string" ? "options" : "options.limit",
+				);
 			}
 			await rejectsInvalid(kv.listRange(B("a"), "z"), "end");
 			await rejectsInvalid(kv.batchGet("keys"), "keys");
 			await rejectsInvalid(kv.batchGet([B("a"), "b"]), "keys[1]");
 			await rejectsInvalid(kv.batchDelete([42]), "keys[0]");
-			await rejectsInvalid(kv.batchPut([{ key: B("a"), value: B("1") }, { key: B("b"), value: "2" }]), "entries[1]");
+			await rejectsInvalid(
+				kv.batchPut([
+					{ key: B("a"), value: B("1") },
+					{ key: B("b"), value: "2" },
+				]),
+				"entries[1]",
+			);
 			await rejectsInvalid(kv.batchPut([42]), "entries[0]");
 			assert.deepEqual(await kv.listPrefix(B("")), [], "nothing was written");
 			// Valid calls still work, including limit 0 and Uint8Array keys.
@@ -286,7 +302,9 @@ describe("context, schedule, kv, conn and websocket arguments on the real engine
 		ws.on("error", () => {});
 		const messages = [];
 		ws.on("message", (data) => messages.push(Buffer.from(data).toString()));
-		const closed = new Promise((resolve) => ws.on("close", (code, reason) => resolve({ code, reason: reason.toString() })));
+		const closed = new Promise((resolve) =>
+			ws.on("close", (code, reason) => resolve({ code, reason: reason.toString() })),
+		);
 		await waitFor(() => wsOutcome !== null, { timeoutMs: 20_000, what: "onWebSocket ran its checks" });
 		assertInvalid(wsOutcome.sendString, "data");
 		assertInvalid(wsOutcome.sendNoBinaryFlag, "binary");

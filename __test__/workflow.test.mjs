@@ -39,7 +39,12 @@ describe("workflows on a RivetKit app", () => {
 
 	before(async () => {
 		engine = await startEngine();
-		client = createClient({ endpoint: engine.endpoint, namespace: engine.namespace, token: engine.token, poolName: POOL });
+		client = createClient({
+			endpoint: engine.endpoint,
+			namespace: engine.namespace,
+			token: engine.token,
+			poolName: POOL,
+		});
 	});
 
 	after(async () => {
@@ -75,11 +80,17 @@ describe("workflows on a RivetKit app", () => {
 
 		app = await start();
 		// The engine first has to notice the dead host and restart the actor.
-		await waitFor(async () => (await flow.send("go", "after the crash"), true), {
-			timeoutMs: 120_000,
-			intervalMs: 1_000,
-			what: "a send after the restart",
-		});
+		await waitFor(
+			async () => {
+				await flow.send("go", "after the crash");
+				return true;
+			},
+			{
+				timeoutMs: 120_000,
+				intervalMs: 1_000,
+				what: "a send after the restart",
+			},
+		);
 		await waitFor(async () => (await flow.status())?.finished, {
 			timeoutMs: 60_000,
 			intervalMs: 500,

@@ -116,7 +116,15 @@ async function sigkill(engine, client, impl, pool) {
 	const { answered, failures, longestStall } = await traffic.stop();
 	const { lost, twice } = await tally(client, answered, read);
 	for (const h of [hosts[0], hosts[2]]) await interrupt(h);
-	return { answered: traffic.count, failed: failures.length, recoveredMs: recovered, longestStall, twice, lost, errors: summary(failures) };
+	return {
+		answered: traffic.count,
+		failed: failures.length,
+		recoveredMs: recovered,
+		longestStall,
+		twice,
+		lost,
+		errors: summary(failures),
+	};
 }
 
 async function partition(engine, client, impl, pool) {
@@ -152,7 +160,12 @@ async function gate(engine, options) {
 			env: { RIVETKIT_OUTPUT_GATE: value, RIVET_LOG_LEVEL: "warn,rivet_envoy_client::connection=debug" },
 			captureStderr: true,
 		});
-		const gateClient = createClient({ endpoint: engine.endpoint, namespace: engine.namespace, token: engine.token, poolName: pool });
+		const gateClient = createClient({
+			endpoint: engine.endpoint,
+			namespace: engine.namespace,
+			token: engine.token,
+			poolName: pool,
+		});
 		const created = gateClient.counter.getOrCreate([`gate-${value}`]);
 		await created.increment(1);
 		const actorId = await created.resolve();
@@ -213,7 +226,12 @@ export async function runCluster({ options = clusterOptions(), log = console.log
 			results[name] = {};
 			for (const impl of options.impls) {
 				const pool = `${name}-${NAMES[impl] ?? impl}`;
-				const client = createClient({ endpoint: engine.endpoint, namespace: engine.namespace, token: engine.token, poolName: pool });
+				const client = createClient({
+					endpoint: engine.endpoint,
+					namespace: engine.namespace,
+					token: engine.token,
+					poolName: pool,
+				});
 				log(`cluster: ${name} on ${NAMES[impl] ?? impl} ...`);
 				results[name][impl] = await scenarios[name](engine, client, impl, pool);
 				await client.dispose?.();
@@ -221,7 +239,14 @@ export async function runCluster({ options = clusterOptions(), log = console.log
 			const fields = Object.keys(Object.values(results[name])[0]);
 			log(`\ncluster: ${name}`);
 			const columns = ["", ...options.impls.map((i) => NAMES[i] ?? i)];
-			log(table(columns, fields.map((f) => Object.fromEntries([["", f], ...options.impls.map((i) => [NAMES[i] ?? i, results[name][i][f]])]))));
+			log(
+				table(
+					columns,
+					fields.map((f) =>
+						Object.fromEntries([["", f], ...options.impls.map((i) => [NAMES[i] ?? i, results[name][i][f]])]),
+					),
+				),
+			);
 		}
 		if (options.scenarios.includes("gate")) {
 			log("cluster: output gate ...");

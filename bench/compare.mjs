@@ -92,7 +92,9 @@ export const SIDES = [
 
 /** The `.node` file our side should load (BENCH_ADDON or this package), and its build. */
 export function ourAddonBinary() {
-	const dir = process.env.BENCH_ADDON ? dirname(resolve(process.env.BENCH_ADDON)) : fileURLToPath(new URL("..", import.meta.url));
+	const dir = process.env.BENCH_ADDON
+		? dirname(resolve(process.env.BENCH_ADDON))
+		: fileURLToPath(new URL("..", import.meta.url));
 	const binary = readdirSync(dir).find((f) => f.startsWith("rivetkit-native.") && f.endsWith(".node"));
 	if (!binary) return { path: null, description: `no addon binary in ${dir}` };
 	const path = realpathSync(join(dir, binary));
@@ -114,7 +116,8 @@ export async function envoyRegistered(endpoint, pool, host, timeoutMs = 60_000) 
 	let exited = null;
 	host.exited.then((e) => (exited = e));
 	for (;;) {
-		if (exited) throw new Error(`host exited before its envoy registered (code ${exited.code}, signal ${exited.signal})`);
+		if (exited)
+			throw new Error(`host exited before its envoy registered (code ${exited.code}, signal ${exited.signal})`);
 		try {
 			if ((await listEnvoys(endpoint)).some((e) => e.pool_name === pool && !e.stop_ts)) return performance.now();
 		} catch {}
@@ -282,14 +285,19 @@ async function sigintPhase({ engine, options, main, log }) {
 	const { spec, out, host, client } = main;
 	const prefix = `${spec.side}-main-`;
 	const more = options.actorsSigint - 1;
-	const woke = await run({ total: more, inFlight: options.wakeInFlight, deadlineMs: 60_000 }, (i) => wake(client, `${prefix}${i + 1}`));
+	const woke = await run({ total: more, inFlight: options.wakeInFlight, deadlineMs: 60_000 }, (i) =>
+		wake(client, `${prefix}${i + 1}`),
+	);
 	out.liveActors = woke.latencies.length + 1;
-	if (woke.errors.length) out.notes.push(`${woke.errors.length} of ${more} wakes before SIGINT failed: ${woke.errors[0].message}`);
+	if (woke.errors.length)
+		out.notes.push(`${woke.errors.length} of ${more} wakes before SIGINT failed: ${woke.errors[0].message}`);
 	await sleep(500);
 	out.exit = await sigintToExit(host, options.exitBoundMs);
 	log(
 		`${spec.label}: SIGINT with ${out.liveActors} live actors → ` +
-			(out.exit.timedOut ? `no exit within ${options.exitBoundMs / 1000} s (killed)` : `exit in ${fmt(out.exit.ms, 0)} ms (${out.exit.signal ?? `code ${out.exit.code}`})`),
+			(out.exit.timedOut
+				? `no exit within ${options.exitBoundMs / 1000} s (killed)`
+				: `exit in ${fmt(out.exit.ms, 0)} ms (${out.exit.signal ?? `code ${out.exit.code}`})`),
 	);
 	// The engine now reschedules the actors the host stopped (backing off);
 	// let it quieten before the next host is measured.
@@ -367,8 +375,9 @@ async function rssPhase({ engine, spec, options, out, log }) {
 		await client.counter.getOrCreate([`${prefix}warm`]).increment(1);
 		const before = await settledMemory(host);
 		const engineBeforeMs = processCpuMs(engine.pid);
-		const woke = await run({ total: options.actorsRss, inFlight: options.wakeInFlight, deadlineMs: options.rssDeadlineS * 1000 }, (i) =>
-			wake(client, `${prefix}${i}`),
+		const woke = await run(
+			{ total: options.actorsRss, inFlight: options.wakeInFlight, deadlineMs: options.rssDeadlineS * 1000 },
+			(i) => wake(client, `${prefix}${i}`),
 		);
 		const engineWokeMs = processCpuMs(engine.pid);
 		const woken = await host.cpu();
@@ -387,9 +396,12 @@ async function rssPhase({ engine, spec, options, out, log }) {
 		out.wakeCpuMsPerActor = n ? (cpuMs(woken) - cpuMs(before)) / n : Number.NaN;
 		out.wakeEngineCpuMsPerActor = n ? (engineWokeMs - engineBeforeMs) / n : Number.NaN;
 		out.wakeSeconds = woke.wallMs / 1000;
-		if (woke.errors.length) out.notes.push(`${woke.errors.length} of ${options.actorsRss} wakes for RSS failed: ${woke.errors[0].message}`);
+		if (woke.errors.length)
+			out.notes.push(`${woke.errors.length} of ${options.actorsRss} wakes for RSS failed: ${woke.errors[0].message}`);
 		if (n + woke.errors.length < options.actorsRss) {
-			out.notes.push(`RSS wakes stopped at their ${options.rssDeadlineS} s deadline: ${n} of ${options.actorsRss} woken`);
+			out.notes.push(
+				`RSS wakes stopped at their ${options.rssDeadlineS} s deadline: ${n} of ${options.actorsRss} woken`,
+			);
 		}
 		log(
 			`${spec.label}: RSS ${fmt(out.rssBeforeMb)} → ${fmt(out.rssAfterMb)} MB after waking ${n} actors ` +
@@ -405,7 +417,8 @@ async function rssPhase({ engine, spec, options, out, log }) {
 	}
 }
 
-const exitText = (exit, boundMs) => (!exit ? "-" : exit.timedOut ? `did not exit in ${boundMs / 1000} s` : fmt(exit.ms, 0));
+const exitText = (exit, boundMs) =>
+	!exit ? "-" : exit.timedOut ? `did not exit in ${boundMs / 1000} s` : fmt(exit.ms, 0);
 
 /** ours / theirs; with a side that hit the bound, a bound on the ratio. */
 function ratio(ours, theirs, { oursBound, theirsBound } = {}) {
@@ -478,7 +491,8 @@ function report(results, options) {
 	for (const spec of SIDES) {
 		const out = results[spec.side];
 		for (const note of out.notes) notes.push(`${spec.label}: ${note}`);
-		for (const key of ["http", "ws"]) if (out[key]?.firstError) notes.push(`${spec.label}: first ${key} error: ${out[key].firstError}`);
+		for (const key of ["http", "ws"])
+			if (out[key]?.firstError) notes.push(`${spec.label}: first ${key} error: ${out[key].firstError}`);
 	}
 	return [text, ...notes].join("\n");
 }
@@ -502,9 +516,11 @@ export async function runComparison({ engine, options = compareOptions(), log = 
 				rssHost.spec = spec;
 				idle.push(rssHost);
 				const idleAfter = await Promise.all(idle.slice(0, idleBefore.length).map((h) => h.cpu()));
-				idleAfter.forEach((after, i) =>
-					log(`compare: the idle ${idle[i].impl} host used ${fmt(cpuMs(after) - cpuMs(idleBefore[i]), 0)} ms of CPU meanwhile`),
-				);
+				for (const [i, after] of idleAfter.entries()) {
+					log(
+						`compare: the idle ${idle[i].impl} host used ${fmt(cpuMs(after) - cpuMs(idleBefore[i]), 0)} ms of CPU meanwhile`,
+					);
+				}
 			} catch (err) {
 				results[spec.side].notes.push(`RSS phase failed: ${err.message}`);
 				log(`compare: ${spec.label} RSS phase failed: ${err.stack ?? err.message}`);
@@ -519,7 +535,9 @@ export async function runComparison({ engine, options = compareOptions(), log = 
 			out.exitMany = await sigintToExit(host, options.exitBoundMs);
 			log(
 				`${host.spec.label}: SIGINT with ${out.manyActors} live actors → ` +
-					(out.exitMany.timedOut ? `no exit within ${options.exitBoundMs / 1000} s (killed)` : `exit in ${fmt(out.exitMany.ms, 0)} ms`),
+					(out.exitMany.timedOut
+						? `no exit within ${options.exitBoundMs / 1000} s (killed)`
+						: `exit in ${fmt(out.exitMany.ms, 0)} ms`),
 			);
 		}
 	} finally {

@@ -118,18 +118,31 @@ function perActor(events) {
 	];
 	const lines = [];
 	for (const [from, to] of steps) {
-		const d = [...byActor.values()].filter((a) => a[from] !== undefined && a[to] !== undefined && a[to] >= a[from]).map((a) => a[to] - a[from]);
+		const d = [...byActor.values()]
+			.filter((a) => a[from] !== undefined && a[to] !== undefined && a[to] >= a[from])
+			.map((a) => a[to] - a[from]);
 		d.sort((a, b) => a - b);
-		if (d.length) lines.push(`  ${from} → ${to}: median ${fmt(d[Math.floor(d.length / 2)], 0)} ms, max ${fmt(d.at(-1), 0)} ms (${d.length} actors)`);
+		if (d.length)
+			lines.push(
+				`  ${from} → ${to}: median ${fmt(d[Math.floor(d.length / 2)], 0)} ms, max ${fmt(d.at(-1), 0)} ms (${d.length} actors)`,
+			);
 	}
-	const unstopped = [...byActor].filter(([, a]) => a["stop here"] !== undefined && a["stop received"] === undefined).map(([id]) => id);
-	if (unstopped.length) lines.push(`  not stopped by the engine: ${unstopped.length}${unstopped.length <= 10 ? ` (${unstopped.join(", ")})` : ""}`);
+	const unstopped = [...byActor]
+		.filter(([, a]) => a["stop here"] !== undefined && a["stop received"] === undefined)
+		.map(([id]) => id);
+	if (unstopped.length)
+		lines.push(
+			`  not stopped by the engine: ${unstopped.length}${unstopped.length <= 10 ? ` (${unstopped.join(", ")})` : ""}`,
+		);
 	const stops = events.filter((e) => e.message === "stop received").map((e) => e.ms);
 	if (stops.length) {
 		const bucket = 250;
 		const counts = new Map();
 		for (const ms of stops) counts.set(Math.floor(ms / bucket), (counts.get(Math.floor(ms / bucket)) ?? 0) + 1);
-		const text = [...counts].sort((a, b) => a[0] - b[0]).map(([b, n]) => `${b * bucket}:${n}`).join(" ");
+		const text = [...counts]
+			.sort((a, b) => a[0] - b[0])
+			.map(([b, n]) => `${b * bucket}:${n}`)
+			.join(" ");
 		lines.push(`  stops received per ${bucket} ms (start:count): ${text}`);
 	}
 	return lines.join("\n");
@@ -162,7 +175,9 @@ async function asleepAfter(engine, ids) {
 	let records = [];
 	while (performance.now() - started < 60_000) {
 		records = [];
-		await run({ total: ids.length, inFlight: 8, deadlineMs: 60_000 }, async (i) => records.push(await getActor(engine.endpoint, ids[i])));
+		await run({ total: ids.length, inFlight: 8, deadlineMs: 60_000 }, async (i) =>
+			records.push(await getActor(engine.endpoint, ids[i])),
+		);
 		if (records.every((r) => r?.sleep_ts || r?.destroy_ts)) break;
 		await sleep(250);
 	}
@@ -174,13 +189,24 @@ async function asleepAfter(engine, ids) {
 
 async function oneRun(engine, pool, runIndex) {
 	const client = newClient(engine, pool, "bare");
-	const host = spawnHost({ impl: options.impl, endpoint: engine.endpoint, pool, token: engine.token, env: TRACE_ENV, captureStderr: true });
+	const host = spawnHost({
+		impl: options.impl,
+		endpoint: engine.endpoint,
+		pool,
+		token: engine.token,
+		env: TRACE_ENV,
+		captureStderr: true,
+	});
 	try {
 		await envoyRegistered(engine.endpoint, pool, host);
 		await host.ready;
 		const ids = [];
-		const woke = await run({ total: options.actors, inFlight: options.wakeInFlight, deadlineMs: options.wakeDeadlineMs }, (i) =>
-			options.wake === "getOrCreate" ? wake(client, `drain-${runIndex}-${i}`) : createAndAct(engine, client, pool, `drain-${runIndex}-${i}`, ids),
+		const woke = await run(
+			{ total: options.actors, inFlight: options.wakeInFlight, deadlineMs: options.wakeDeadlineMs },
+			(i) =>
+				options.wake === "getOrCreate"
+					? wake(client, `drain-${runIndex}-${i}`)
+					: createAndAct(engine, client, pool, `drain-${runIndex}-${i}`, ids),
 		);
 		const live = woke.latencies.length;
 		console.log(`drain: ${live} actors woken in ${fmt(woke.wallMs / 1000)} s (${woke.errors.length} errors)`);
@@ -204,7 +230,13 @@ async function oneRun(engine, pool, runIndex) {
 			const read = async () => {
 				const text = await (await fetch(url)).text();
 				const pick = (name) => Number(text.match(new RegExp(`^${name} (\\S+)`, "m"))?.[1] ?? Number.NaN);
-				shed.push({ ms: wallNow() - sigintWall, sum: pick("rivet_gasoline_load_shedding_ratio_sum"), count: pick("rivet_gasoline_load_shedding_ratio_count"), cpu: pick("rivet_gasoline_cpu_usage_smoothed_sum"), cpuN: pick("rivet_gasoline_cpu_usage_smoothed_count") });
+				shed.push({
+					ms: wallNow() - sigintWall,
+					sum: pick("rivet_gasoline_load_shedding_ratio_sum"),
+					count: pick("rivet_gasoline_load_shedding_ratio_count"),
+					cpu: pick("rivet_gasoline_cpu_usage_smoothed_sum"),
+					cpuN: pick("rivet_gasoline_cpu_usage_smoothed_count"),
+				});
 			};
 			await read();
 			shedTimer = setInterval(() => read().catch(() => {}), 50);
@@ -217,24 +249,37 @@ async function oneRun(engine, pool, runIndex) {
 			for (let i = 1; i < shed.length; i++) {
 				const n = shed[i].count - shed[i - 1].count;
 				if (!n) continue;
-				rows.push(`${fmt(shed[i].ms, 0)}:${n}p r${fmt((shed[i].sum - shed[i - 1].sum) / n)} c${fmt((shed[i].cpu - shed[i - 1].cpu) / (shed[i].cpuN - shed[i - 1].cpuN))}`);
+				rows.push(
+					`${fmt(shed[i].ms, 0)}:${n}p r${fmt((shed[i].sum - shed[i - 1].sum) / n)} c${fmt((shed[i].cpu - shed[i - 1].cpu) / (shed[i].cpuN - shed[i - 1].cpuN))}`,
+				);
 			}
 			console.log(`pulls (ms:pulls ratio cpuSmoothed): ${rows.join(" ")}`);
 		}
 		const engineCpu = processCpuMs(engine.pid) - engineCpuBefore;
-		const exitText = exit.timedOut ? `no exit within ${options.exitBoundMs} ms (killed)` : `${fmt(exit.ms, 0)} ms (${exit.signal ?? `code ${exit.code}`})`;
+		const exitText = exit.timedOut
+			? `no exit within ${options.exitBoundMs} ms (killed)`
+			: `${fmt(exit.ms, 0)} ms (${exit.signal ?? `code ${exit.code}`})`;
 		console.log(`drain: ${options.impl}, SIGINT with ${live} live actors → exit ${exitText}`);
-		console.log(`drain: CPU during the drain: engine ${fmt(engineCpu, 0)} ms, host at least ${fmt(hostCpuLast - hostCpuBefore, 0)} ms (sampled every 20 ms)`);
+		console.log(
+			`drain: CPU during the drain: engine ${fmt(engineCpu, 0)} ms, host at least ${fmt(hostCpuLast - hostCpuBefore, 0)} ms (sampled every 20 ms)`,
+		);
 		const events = traceEvents(host.stderr(), sigintWall);
 		if (exit.signal && exit.signal !== "SIGINT") {
-			const plain = host.stderr().split("\n").filter((l) => !l.startsWith("{") || !l.endsWith("}") || /panic/.test(l));
-			console.log(`drain: the host ended with ${exit.signal}; its stderr (other than the trace), last lines:\n${plain.slice(-30).join("\n")}`);
+			const plain = host
+				.stderr()
+				.split("\n")
+				.filter((l) => !l.startsWith("{") || !l.endsWith("}") || /panic/.test(l));
+			console.log(
+				`drain: the host ended with ${exit.signal}; its stderr (other than the trace), last lines:\n${plain.slice(-30).join("\n")}`,
+			);
 		}
 		if (events.length) {
 			console.log(timeline(events, exit.ms));
 			console.log(perActor(events));
 			if (process.env.BENCH_DRAIN_RAW) {
-				const pick = events.filter((e) => e.message.startsWith("stop received") || e.message.startsWith("sleep intents sent again"));
+				const pick = events.filter(
+					(e) => e.message.startsWith("stop received") || e.message.startsWith("sleep intents sent again"),
+				);
 				console.log(pick.map((e) => `${fmt(e.ms, 0)}${e.message.startsWith("sleep") ? "A" : ""}`).join(" "));
 			}
 		} else if (options.impl !== "rivetkit-napi") {

@@ -52,7 +52,8 @@ async function side(impl, log) {
 			await h.ready;
 		}
 		const wakes = (key) => hosts.reduce((n, h) => n + h.stderr().split(`counter ${key} awake`).length - 1, 0);
-		const clientOn = (node) => createClient({ endpoint: node.endpoint, namespace: NAMESPACE, token: ADMIN_TOKEN, poolName: pool });
+		const clientOn = (node) =>
+			createClient({ endpoint: node.endpoint, namespace: NAMESPACE, token: ADMIN_TOKEN, poolName: pool });
 		const warm = clientOn(cluster.nodes[0]);
 		for (const key of KEYS) await warm.counter.getOrCreate([key]).increment(1);
 		const results = {};
@@ -94,7 +95,14 @@ export async function runEngineCluster({ options = engineClusterOptions(), log =
 			["increments answered", (f) => `${f.answered}`],
 			["errors", (f) => f.codes],
 		];
-		log(table(columns, rows.map(([label, get]) => Object.fromEntries([["", label], ...options.impls.map((i) => [NAMES[i] ?? i, get(results[i][name])])]))));
+		log(
+			table(
+				columns,
+				rows.map(([label, get]) =>
+					Object.fromEntries([["", label], ...options.impls.map((i) => [NAMES[i] ?? i, get(results[i][name])])]),
+				),
+			),
+		);
 	}
 	return results;
 }

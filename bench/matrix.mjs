@@ -106,7 +106,10 @@ export async function runMatrix({ engine, options = matrixOptions(), log = conso
 					const cell = { encoding, shape: shape.shape, transport };
 					sides.forEach((side, s) => {
 						cell[side.spec.side] = merged[s];
-						if (merged[s].errors) notes.push(`${side.spec.label} ${encoding}/${shape.shape}/${transport}: ${merged[s].errors} errors (${merged[s].firstError})`);
+						if (merged[s].errors)
+							notes.push(
+								`${side.spec.label} ${encoding}/${shape.shape}/${transport}: ${merged[s].errors} errors (${merged[s].firstError})`,
+							);
 					});
 					cells.push(cell);
 					log(
@@ -130,7 +133,8 @@ export async function runMatrix({ engine, options = matrixOptions(), log = conso
 export function reportMatrix({ cells, notes }, options = matrixOptions()) {
 	const out = [];
 	const cpu = (cell, side) => cell?.[side]?.hostCpuMsPerOp;
-	const find = (encoding, shape, transport) => cells.find((c) => c.encoding === encoding && c.shape === shape && c.transport === transport);
+	const find = (encoding, shape, transport) =>
+		cells.find((c) => c.encoding === encoding && c.shape === shape && c.transport === transport);
 	for (const transport of TRANSPORTS) {
 		const first = `${transport === "http" ? "HTTP" : "WebSocket"}, ms per action`;
 		const rows = [];
@@ -147,12 +151,17 @@ export function reportMatrix({ cells, notes }, options = matrixOptions()) {
 		}
 		const growth = { [first]: "ours: ledger / counter host CPU" };
 		for (const encoding of options.encodings) {
-			growth[encoding] = fmt(cpu(find(encoding, "ledger", transport), "ours") / cpu(find(encoding, "counter", transport), "ours"), 2);
+			growth[encoding] = fmt(
+				cpu(find(encoding, "ledger", transport), "ours") / cpu(find(encoding, "counter", transport), "ours"),
+				2,
+			);
 		}
 		rows.push(growth);
 		out.push(table([first, ...options.encodings], rows));
 	}
-	out.push(`(ledger filled with ${options.ledgerFill} entries first; sequential actions, ${options.rounds} chunks per side in turns)`);
+	out.push(
+		`(ledger filled with ${options.ledgerFill} entries first; sequential actions, ${options.rounds} chunks per side in turns)`,
+	);
 	for (const note of notes) out.push(`note: ${note}`);
 	return out.join("\n\n");
 }

@@ -111,18 +111,27 @@ try {
 		rows.push({ figure: `${phase}: actions (errors)`, value: `${n} (${result.errors.length})` });
 		rows.push({ figure: `${phase}: client p50 ms`, value: fmt(p50, 2) });
 		rows.push({ figure: `${phase}: host CPU ms per action`, value: fmt(total / n, 3) });
-		rows.push({ figure: `${phase}: of which user / system`, value: `${fmt((cpuAfter.userMs - cpuBefore.userMs) / n, 3)} / ${fmt((cpuAfter.systemMs - cpuBefore.systemMs) / n, 3)}` });
+		rows.push({
+			figure: `${phase}: of which user / system`,
+			value: `${fmt((cpuAfter.userMs - cpuBefore.userMs) / n, 3)} / ${fmt((cpuAfter.systemMs - cpuBefore.systemMs) / n, 3)}`,
+		});
 		const groups = Object.keys(after).filter((k) => !k.endsWith(" switches") && !k.endsWith(" preempted"));
 		for (const group of groups.sort((a, b) => after[b] - after[a])) {
 			const used = after[group] - (before[group] ?? 0);
 			const delta = (key) => (after[key] - (before[key] ?? 0)) / n;
 			const switches = `${fmt(delta(`${group} switches`), 2)} + ${fmt(delta(`${group} preempted`), 2)} preempted`;
-			if (used > 0) rows.push({ figure: `${phase}:   ${group} (ms, context switches)`, value: `${fmt(used / n, 3)}, ${switches}` });
+			if (used > 0)
+				rows.push({ figure: `${phase}:   ${group} (ms, context switches)`, value: `${fmt(used / n, 3)}, ${switches}` });
 		}
 	}
 	await conn.dispose();
 	console.log(`host ${impl}, pid ${host.pid}`);
-	console.log(table(["figure", "value"], rows.map((r) => ({ figure: r.figure, value: r.value }))));
+	console.log(
+		table(
+			["figure", "value"],
+			rows.map((r) => ({ figure: r.figure, value: r.value })),
+		),
+	);
 } finally {
 	await client?.dispose();
 	await host?.kill();

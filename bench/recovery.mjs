@@ -156,13 +156,17 @@ let engine = null;
 
 async function main() {
 	engine = await engineFor(options.engine);
-	if (options.host !== "native" && options.engine !== "harness") throw new Error("RivetKit hosts need RECOVERY_ENGINE=harness");
-	const spawn = () => spawnHost({ impl: options.host, endpoint: engine.endpoint, token: engine.token, pool: POOL, env: engine.hostEnv });
+	if (options.host !== "native" && options.engine !== "harness")
+		throw new Error("RivetKit hosts need RECOVERY_ENGINE=harness");
+	const spawn = () =>
+		spawnHost({ impl: options.host, endpoint: engine.endpoint, token: engine.token, pool: POOL, env: engine.hostEnv });
 	let host = null;
 	const rows = [];
 	const all = { polling: [], patient: [] };
 	try {
-		console.error(`recovery: ${options.host} host, ${engine.describe}, ${options.actors} actors, ${options.trials} trials`);
+		console.error(
+			`recovery: ${options.host} host, ${engine.describe}, ${options.actors} actors, ${options.trials} trials`,
+		);
 		host = spawn();
 		await host.ready;
 		const actors = [];
@@ -190,17 +194,32 @@ async function main() {
 			rows.push({
 				trial: String(trial),
 				serving: fmt(await ready, 0),
-				...spread(polling.map((a) => a.ms), "polling"),
-				...spread(patient.map((a) => a.ms), "patient"),
+				...spread(
+					polling.map((a) => a.ms),
+					"polling",
+				),
+				...spread(
+					patient.map((a) => a.ms),
+					"patient",
+				),
 				"patient errors": String(errors),
 				"wrong state": String(wrong),
 			});
 			console.error(`trial ${trial}: ${JSON.stringify(rows.at(-1))}`);
 		}
 		rows.push({ trial: "all", ...spread(all.polling, "polling"), ...spread(all.patient, "patient") });
-		console.log(`\nSIGKILL → every actor answers again, ms (${options.host} host, ${engine.describe}, ${options.actors} actors;`);
-		console.log(`polling: ${options.attemptMs} ms per attempt; patient: one request, retried only after an error answer)\n`);
-		console.log(table(["trial", "serving", ...spreadColumns("polling"), ...spreadColumns("patient"), "patient errors", "wrong state"], rows));
+		console.log(
+			`\nSIGKILL → every actor answers again, ms (${options.host} host, ${engine.describe}, ${options.actors} actors;`,
+		);
+		console.log(
+			`polling: ${options.attemptMs} ms per attempt; patient: one request, retried only after an error answer)\n`,
+		);
+		console.log(
+			table(
+				["trial", "serving", ...spreadColumns("polling"), ...spreadColumns("patient"), "patient errors", "wrong state"],
+				rows,
+			),
+		);
 	} finally {
 		await host?.stop(10_000).catch(() => {});
 		await engine.stop();

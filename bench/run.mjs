@@ -95,7 +95,9 @@ for (const signal of ["SIGINT", "SIGTERM"]) {
 // A clone's `npm install` makes the debug build (scripts/build-dev.mjs);
 // figures are only worth printing for the release one, so build it first.
 if (!process.env.BENCH_ADDON && ourAddonBinary().build !== "release") {
-	console.log("bench: the addon is a debug build; building the release one first (`npm run build`, about 5 minutes on 2 cores)");
+	console.log(
+		"bench: the addon is a debug build; building the release one first (`npm run build`, about 5 minutes on 2 cores)",
+	);
 	const built = spawnSync(process.platform === "win32" ? "npm.cmd" : "npm", ["run", "build"], { stdio: "inherit" });
 	if (built.status !== 0) throw new Error("bench: `npm run build` failed");
 }
@@ -115,7 +117,11 @@ const runMatrixPart = async () => {
 	console.log("\n== Every shape of work on @rivetkit/rivetkit-napi@2.3.19 and on rivetkit-native ==\n");
 	engine = await startBenchEngine();
 	try {
-		const matrix = await runMatrix({ engine, options: matrixOptions(), log: (m) => console.log(`[${elapsed()}] ${m}`) });
+		const matrix = await runMatrix({
+			engine,
+			options: matrixOptions(),
+			log: (m) => console.log(`[${elapsed()}] ${m}`),
+		});
 		console.log();
 		console.log(reportMatrix(matrix, matrixOptions()));
 	} finally {
@@ -132,7 +138,11 @@ if (options.compare !== "0" && options.compare !== "skip") {
 	console.log("\n== RivetKit app on @rivetkit/rivetkit-napi@2.3.19 and on rivetkit-native ==\n");
 	engine = await startBenchEngine();
 	try {
-		const comparison = await runComparison({ engine, options: compareOptions(), log: (m) => console.log(`[${elapsed()}] ${m}`) });
+		const comparison = await runComparison({
+			engine,
+			options: compareOptions(),
+			log: (m) => console.log(`[${elapsed()}] ${m}`),
+		});
 		console.log();
 		console.log(comparison.text);
 		if (comparison.failed) process.exitCode = 1;
@@ -169,7 +179,18 @@ if (options.compare !== "only" && options.sqlite !== "only") {
 		const rows = [];
 		for (const scenario of SCENARIOS) rows.push(...(await scenario.run({ engine, host, pool, options })));
 
-		const columns = ["scenario", "ok", "errors", "p50 ms", "p90 ms", "p99 ms", "ops/s", "host CPU ms/op", "engine CPU ms/op", "host RSS MB"];
+		const columns = [
+			"scenario",
+			"ok",
+			"errors",
+			"p50 ms",
+			"p90 ms",
+			"p99 ms",
+			"ops/s",
+			"host CPU ms/op",
+			"engine CPU ms/op",
+			"host RSS MB",
+		];
 		console.log();
 		console.log(
 			table(
@@ -200,7 +221,12 @@ if (options.cluster !== "0" && options.compare !== "only" && options.sqlite !== 
 	console.log("\n== Cluster scenarios on @rivetkit/rivetkit-napi@2.3.19 and on rivetkit-native ==\n");
 	await runCluster({ options: clusterOptions(), log: (m) => console.log(`[${elapsed()}] ${m}`) });
 }
-if (options.engineCluster !== "0" && options.cluster !== "only" && options.compare !== "only" && options.sqlite !== "only") {
+if (
+	options.engineCluster !== "0" &&
+	options.cluster !== "only" &&
+	options.compare !== "only" &&
+	options.sqlite !== "only"
+) {
 	console.log("\n== Engine-cluster faults on @rivetkit/rivetkit-napi@2.3.19 and on rivetkit-native ==\n");
 	await runEngineCluster({ options: engineClusterOptions(), log: (m) => console.log(`[${elapsed()}] ${m}`) });
 }

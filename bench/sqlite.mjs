@@ -111,7 +111,9 @@ async function startSide({ engine, spec, options, name }) {
 	await upsertRunnerConfig(engine.endpoint, pool);
 	const client = newClient(engine, pool, options.encoding);
 	const env =
-		spec.side === "ours" ? { RIVETKIT_NATIVE_SQLITE_MAX_OPEN: "100000", RIVETKIT_NATIVE_SQLITE_IDLE_CLOSE_MS: "86400000" } : {};
+		spec.side === "ours"
+			? { RIVETKIT_NATIVE_SQLITE_MAX_OPEN: "100000", RIVETKIT_NATIVE_SQLITE_IDLE_CLOSE_MS: "86400000" }
+			: {};
 	const host = spawnHost({ impl: spec.impl, endpoint: engine.endpoint, pool, token: engine.token, env });
 	try {
 		await envoyRegistered(engine.endpoint, pool, host);
@@ -201,7 +203,8 @@ async function rssPhase({ engine, spec, options, out, log }) {
 			// A note, not a failure: the engine's create times out now and
 			// then under this load, whichever the addon (the figure is per
 			// actor woken). Only a phase that failed fails the comparison.
-			if (result.errors.length) out.notes.push(`${result.errors.length} of the wakes got an error (${result.errors[0].message})`);
+			if (result.errors.length)
+				out.notes.push(`${result.errors.length} of the wakes got an error (${result.errors[0].message})`);
 			const after = await settledMemory(host);
 			const workers = sqliteWorkers(host.pid);
 			out.rss.push({
@@ -211,14 +214,15 @@ async function rssPhase({ engine, spec, options, out, log }) {
 				afterMb: after.rssBytes / (1024 * 1024),
 				workers,
 			});
-			log(`${spec.label}: ${woken} SQL actors woken: RSS ${fmt(after.rssBytes / (1024 * 1024))} MB, ${workers} SQLite worker threads`);
+			log(
+				`${spec.label}: ${woken} SQL actors woken: RSS ${fmt(after.rssBytes / (1024 * 1024))} MB, ${workers} SQLite worker threads`,
+			);
 		}
 	} finally {
 		await host.kill();
 		await client.dispose();
 	}
 }
-
 
 function report(results, options) {
 	const t = results.theirs;
@@ -242,7 +246,11 @@ function report(results, options) {
 	row(`SELECT by id p99 ms (${conc})`, (s) => s.selectConc?.p99, 3);
 	options.actors.forEach((target, i) => {
 		const a = (s) => s.rss?.[i];
-		row(`RSS KB per actor with an open database (${a(t)?.actors ?? "-"} / ${a(o)?.actors ?? "-"} actors)`, (s) => a(s)?.perActorKb, 1);
+		row(
+			`RSS KB per actor with an open database (${a(t)?.actors ?? "-"} / ${a(o)?.actors ?? "-"} actors)`,
+			(s) => a(s)?.perActorKb,
+			1,
+		);
 		row(`  SQLite worker threads in the host then`, (s) => a(s)?.workers, 0);
 		if (i > 0) {
 			const delta = (s) => {
@@ -252,8 +260,18 @@ function report(results, options) {
 			row(`  RSS KB per actor between ${options.actors[i - 1]} and ${target} actors`, delta, 1);
 		}
 	});
-	rows.push({ figure: "UNIQUE violation, as the action sees it", theirs: errorText(t.caught), ours: errorText(o.caught), ratio: "" });
-	rows.push({ figure: "syntax error, as the client sees it", theirs: errorText(t.uncaught), ours: errorText(o.uncaught), ratio: "" });
+	rows.push({
+		figure: "UNIQUE violation, as the action sees it",
+		theirs: errorText(t.caught),
+		ours: errorText(o.caught),
+		ratio: "",
+	});
+	rows.push({
+		figure: "syntax error, as the client sees it",
+		theirs: errorText(t.uncaught),
+		ours: errorText(o.uncaught),
+		ratio: "",
+	});
 	const header = { figure: "figure", theirs: SIDES[0].label, ours: SIDES[1].label, ratio: "ours / theirs" };
 	const text = table(
 		Object.values(header),
@@ -290,7 +308,9 @@ export async function runSqliteComparison({ options = sqliteOptions(), log = con
 	};
 	await withEngine("latency phase", (engine) => latencyPhase({ engine, options, results, log }));
 	for (const spec of SIDES) {
-		await withEngine(`${spec.label} RSS phase`, (engine) => rssPhase({ engine, spec, options, out: results[spec.side], log }));
+		await withEngine(`${spec.label} RSS phase`, (engine) =>
+			rssPhase({ engine, spec, options, out: results[spec.side], log }),
+		);
 	}
 	const failed = SIDES.some((spec) => results[spec.side].notes.some((n) => n.includes("failed:")));
 	return { text: report(results, options), results, failed };

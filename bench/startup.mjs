@@ -27,7 +27,13 @@ try {
 	for (let r = 0; r < runs; r++) {
 		const pool = `startup-${r}-${process.pid}`;
 		await upsertRunnerConfig(engine.endpoint, pool);
-		const client = createClient({ endpoint: engine.endpoint, namespace: "default", token: engine.token, poolName: pool, encoding: "bare" });
+		const client = createClient({
+			endpoint: engine.endpoint,
+			namespace: "default",
+			token: engine.token,
+			poolName: pool,
+			encoding: "bare",
+		});
 		const host = spawnHost({ impl, endpoint: engine.endpoint, pool, token: engine.token });
 		try {
 			let registered;
@@ -57,4 +63,6 @@ try {
 	await engine.stop();
 }
 const sorted = [...results].sort((a, b) => a - b);
-console.log(`${impl}: median first action ${fmt(sorted[Math.floor(sorted.length / 2)], 0)} ms over ${sorted.length} runs`);
+console.log(
+	`${impl}: median first action ${fmt(sorted[Math.floor(sorted.length / 2)], 0)} ms over ${sorted.length} runs`,
+);

@@ -60,7 +60,11 @@ function cargoBuild(args, { json }) {
 		const msg = JSON.parse(line);
 		const level = msg.message?.level;
 		// Our crates are path packages; a dependency's warnings are not ours to fix.
-		if (msg.reason === "compiler-message" && (level === "warning" || level === "error") && msg.package_id?.startsWith("path+")) {
+		if (
+			msg.reason === "compiler-message" &&
+			(level === "warning" || level === "error") &&
+			msg.package_id?.startsWith("path+")
+		) {
 			diagnostics.push(msg.message.rendered);
 		}
 	}
@@ -104,7 +108,9 @@ function main() {
 	console.error("built target/testing/rivetkit-native.node");
 	build(DEV_BUILDS[1]);
 	const file = installAddon();
-	console.error(`built ${file} (debug; copied into npm/${hostPlatform()}/) in ${((Date.now() - started) / 1000).toFixed(0)} s`);
+	console.error(
+		`built ${file} (debug; copied into npm/${hostPlatform()}/) in ${((Date.now() - started) / 1000).toFixed(0)} s`,
+	);
 	if (lint) {
 		const unique = [...new Set(diagnostics)];
 		for (const d of unique) process.stderr.write(d);

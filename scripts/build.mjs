@@ -53,12 +53,16 @@ const run = spawnSync(process.execPath, [napi, "build", "--platform", ...args], 
 if (run.status !== 0) process.exit(run.status ?? 1);
 // The generated index.js gets our load error (./loader-patch.mjs); this
 // throws, failing the build, if the generated text changed shape.
-if (existsSync(join(root, "index.js")) && patchLoader(join(root, "index.js"))) console.error("patched index.js: load-error.js");
+if (existsSync(join(root, "index.js")) && patchLoader(join(root, "index.js")))
+	console.error("patched index.js: load-error.js");
 
 if (target === null) {
 	// Which build the root binary is (`npm run bench` wants a release one).
 	mkdirSync(join(root, "target"), { recursive: true });
-	writeFileSync(join(root, "target", "addon-build.json"), `${JSON.stringify({ profile: release ? "release" : "debug", file: `${BINARY_NAME}.${hostPlatform()}.node` })}\n`);
+	writeFileSync(
+		join(root, "target", "addon-build.json"),
+		`${JSON.stringify({ profile: release ? "release" : "debug", file: `${BINARY_NAME}.${hostPlatform()}.node` })}\n`,
+	);
 }
 if (release && target === null) {
 	const platform = hostPlatform();

@@ -85,7 +85,10 @@ const glibcVersions = (names) => names.filter((n) => /^GLIBC_\d+(\.\d+)*$/.test(
 function readelfGlibc(file) {
 	let out;
 	try {
-		out = execFileSync("readelf", ["--version-info", "--wide", file], { encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] });
+		out = execFileSync("readelf", ["--version-info", "--wide", file], {
+			encoding: "utf8",
+			stdio: ["ignore", "pipe", "ignore"],
+		});
 	} catch {
 		return null;
 	}
@@ -102,7 +105,9 @@ function main() {
 	const candidates = process.argv[2] ? [process.argv[2]] : [join(root, "npm", platform, name), join(root, name)];
 	const file = candidates.find((f) => existsSync(f));
 	if (!file) {
-		console.error(`check-glibc: no built addon (looked for ${candidates.map((f) => relative(root, f)).join(", ")}); run \`npm run build\``);
+		console.error(
+			`check-glibc: no built addon (looked for ${candidates.map((f) => relative(root, f)).join(", ")}); run \`npm run build\``,
+		);
 		process.exit(1);
 	}
 	const needs = elfVersionNeeds(readFileSync(file));

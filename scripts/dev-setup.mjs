@@ -55,12 +55,19 @@ function clusterPackages() {
 	const root = process.getuid?.() === 0;
 	const sudo = !root && has("sudo") && spawnSync("sudo", ["-n", "true"], { stdio: "ignore" }).status === 0;
 	if (!has("apt-get") || (!root && !sudo)) {
-		console.error(`rivetkit-native: the engine-cluster tests need ${missing.join(" and ")}; install them (on Debian: apt-get install ${missing.join(" ")})`);
+		console.error(
+			`rivetkit-native: the engine-cluster tests need ${missing.join(" and ")}; install them (on Debian: apt-get install ${missing.join(" ")})`,
+		);
 		return;
 	}
-	const apt = (args) => (root ? spawnSync("apt-get", args, { stdio: "inherit" }) : spawnSync("sudo", ["-n", "apt-get", ...args], { stdio: "inherit" }));
+	const apt = (args) =>
+		root
+			? spawnSync("apt-get", args, { stdio: "inherit" })
+			: spawnSync("sudo", ["-n", "apt-get", ...args], { stdio: "inherit" });
 	const started = Date.now();
-	console.error(`rivetkit-native: installing ${missing.join(" and ")} from Debian's packages for the engine-cluster tests`);
+	console.error(
+		`rivetkit-native: installing ${missing.join(" and ")} from Debian's packages for the engine-cluster tests`,
+	);
 	process.env.DEBIAN_FRONTEND = "noninteractive";
 	let res = apt(["install", "-y", "-q", "--no-install-recommends", ...missing]);
 	if (res.status !== 0) {
@@ -72,18 +79,21 @@ function clusterPackages() {
 		console.error(`rivetkit-native: installing ${missing.join(" and ")} failed (apt-get exit ${res.status})`);
 		process.exit(1);
 	}
-	console.error(`rivetkit-native: ${missing.join(" and ")} installed in ${((Date.now() - started) / 1000).toFixed(0)} s`);
+	console.error(
+		`rivetkit-native: ${missing.join(" and ")} installed in ${((Date.now() - started) / 1000).toFixed(0)} s`,
+	);
 }
 
 clusterPackages();
 
-if (process.env.RIVETKIT_NATIVE_BUILD === "release") run(process.execPath, [join(root, "scripts/build.mjs"), "--release"], "the release build");
+if (process.env.RIVETKIT_NATIVE_BUILD === "release")
+	run(process.execPath, [join(root, "scripts/build.mjs"), "--release"], "the release build");
 else run(process.execPath, [join(root, "scripts/build-dev.mjs")], "the development build");
 
 const example = join(root, "examples/rivetkit-app");
 if (existsSync(join(example, "package.json"))) {
 	const npm = process.env.npm_execpath;
 	const npmArgs = ["install", "--prefix", example, "--no-audit", "--no-fund", "--ignore-scripts"];
-	if (npm && npm.endsWith(".js")) run(process.execPath, [npm, ...npmArgs], "the example app's npm install");
+	if (npm?.endsWith(".js")) run(process.execPath, [npm, ...npmArgs], "the example app's npm install");
 	else run("npm", npmArgs, "the example app's npm install");
 }

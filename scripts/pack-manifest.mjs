@@ -57,7 +57,8 @@ if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.ur
 	const event = process.env.npm_lifecycle_event;
 	if (command === "strip") {
 		const removed = strip();
-		if (removed.length) console.error(`rivetkit-native: packing without ${removed.join(", ")} (package.json is put back after packing)`);
+		if (removed.length)
+			console.error(`rivetkit-native: packing without ${removed.join(", ")} (package.json is put back after packing)`);
 	} else if (command === "restore") {
 		if (event === "postpack" && process.env.npm_command === "publish") process.exit(0); // postpublish restores
 		restore();

@@ -125,7 +125,9 @@ async function main() {
 	const n22 = await node22();
 	if (n22.skipped) console.log(`JS tests under Node 22: skipped (${n22.skipped})`);
 	const under22 = n22.bin
-		? files.filter((f) => process.env.RIVETKIT_TEST_NODE22 === "all" || !NODE22_LEFT_OUT.has(f.replace(/\.test\.mjs$/, "")))
+		? files.filter(
+				(f) => process.env.RIVETKIT_TEST_NODE22 === "all" || !NODE22_LEFT_OUT.has(f.replace(/\.test\.mjs$/, "")),
+			)
 		: [];
 	const own = `node${process.versions.node.split(".")[0]}`;
 	console.log(
@@ -151,7 +153,9 @@ async function main() {
 						(rounds > 1 ? ` [round ${round}]` : ""),
 				);
 				if (r.failed) {
-					console.log(`---- output of ${r.label} ${r.file} (also in ${r.log}) ----\n${r.out}\n---- end of ${r.file} ----`);
+					console.log(
+						`---- output of ${r.label} ${r.file} (also in ${r.log}) ----\n${r.out}\n---- end of ${r.file} ----`,
+					);
 				}
 			}
 		};

@@ -19,16 +19,28 @@ const driver = clippyDriver();
 
 const stages = [
 	["fmt", "cargo", ["fmt", "--all", "--", "--check"]],
+	// The JavaScript's formatter and linter (biome.json; `npm run fmt:js` fixes).
+	["JS format and lint", process.execPath, [join(root, "node_modules/@biomejs/biome/bin/biome"), "check", "."]],
 	...(driver ? [] : [["clippy", npm, ["run", "lint"]]]),
-	[driver ? "development build, clippy" : "development build", process.execPath, [join(root, "scripts/build-dev.mjs"), "--lint"]],
-	["Rust tests", "cargo", ["test", "--workspace", "--features", "rivetkit-native/testing"], devBuildEnv(process.env, driver)],
+	[
+		driver ? "development build, clippy" : "development build",
+		process.execPath,
+		[join(root, "scripts/build-dev.mjs"), "--lint"],
+	],
+	[
+		"Rust tests",
+		"cargo",
+		["test", "--workspace", "--features", "rivetkit-native/testing"],
+		devBuildEnv(process.env, driver),
+	],
 	["JS tests", npm, ["run", "test:js"]],
 ];
 
 const times = [];
 const report = () => {
 	console.log("\nnpm test stages:");
-	for (const [name, seconds, ok] of times) console.log(`  ${ok ? "ok  " : "FAIL"} ${name.padEnd(48)} ${seconds.toFixed(0).padStart(4)} s`);
+	for (const [name, seconds, ok] of times)
+		console.log(`  ${ok ? "ok  " : "FAIL"} ${name.padEnd(48)} ${seconds.toFixed(0).padStart(4)} s`);
 };
 for (const [name, cmd, args, env = process.env] of stages) {
 	const started = Date.now();

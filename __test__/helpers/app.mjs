@@ -116,29 +116,34 @@ export const isError = (group, code) => (err) => {
 export async function recordingProxy(target) {
 	const requests = [];
 	const server = createHttpServer((req, res) => {
-		const record = { method: req.method, path: req.url, headers: { ...req.headers }, body: null, chunks: [], status: null, ended: false, closedByClient: false };
+		const record = {
+			method: req.method,
+			path: req.url,
+			headers: { ...req.headers },
+			body: null,
+			chunks: [],
+			status: null,
+			ended: false,
+			closedByClient: false,
+		};
 		requests.push(record);
 		const body = [];
 		req.on("data", (d) => body.push(d));
 		req.on("end", () => {
 			record.body = Buffer.concat(body);
-			const upstream = httpRequest(
-				new URL(req.url, target),
-				{ method: req.method, headers: req.headers },
-				(up) => {
-					record.status = up.statusCode;
-					res.writeHead(up.statusCode, up.headers);
-					up.on("data", (chunk) => {
-						record.chunks.push(chunk.toString("utf8"));
-						res.write(chunk);
-					});
-					up.on("end", () => {
-						record.ended = true;
-						res.end();
-					});
-					up.on("error", () => res.destroy());
-				},
-			);
+			const upstream = httpRequest(new URL(req.url, target), { method: req.method, headers: req.headers }, (up) => {
+				record.status = up.statusCode;
+				res.writeHead(up.statusCode, up.headers);
+				up.on("data", (chunk) => {
+					record.chunks.push(chunk.toString("utf8"));
+					res.write(chunk);
+				});
+				up.on("end", () => {
+					record.ended = true;
+					res.end();
+				});
+				up.on("error", () => res.destroy());
+			});
 			upstream.on("error", (err) => {
 				record.error = String(err);
 				if (!res.headersSent) res.writeHead(502);

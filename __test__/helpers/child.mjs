@@ -24,7 +24,7 @@ const scenarios = {
 		});
 	},
 	// A JsCallback that was called and is still held by Rust.
-	"callback": async () => {
+	callback: async () => {
 		const callback = async (_err, payload) => `${payload.value}!`;
 		const result = await testing().__testCallCallback(callback, "x", { retain: true });
 		if (result.value !== "x!") throw new Error(`unexpected result ${JSON.stringify(result)}`);
@@ -44,11 +44,13 @@ const scenarios = {
 		});
 	},
 	// A panic in a runtime task: a rejection, and the process lives on.
-	"panic": async () => {
-		const err = await testing().__testCallCallback(() => "never", "__panic__").then(
-			() => null,
-			(e) => e,
-		);
+	panic: async () => {
+		const err = await testing()
+			.__testCallCallback(() => "never", "__panic__")
+			.then(
+				() => null,
+				(e) => e,
+			);
 		if (err?.code !== "core.internal_error") throw new Error(`unexpected outcome ${err}`);
 	},
 };

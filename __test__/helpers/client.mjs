@@ -168,7 +168,12 @@ export function decodeBody(encoding, bytes) {
  * `body` is the decoded JSON/CBOR body, or for BARE the decoded error
  * (status ≥ 400) or `{output}`.
  */
-export async function actionFetch(engine, actorId, name, { encoding = "json", args = [], body, method = "POST", headers = {} } = {}) {
+export async function actionFetch(
+	engine,
+	actorId,
+	name,
+	{ encoding = "json", args = [], body, method = "POST", headers = {} } = {},
+) {
 	const init = {
 		method,
 		headers: { "x-rivet-encoding": encoding, ...headers },

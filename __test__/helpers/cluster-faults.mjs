@@ -20,17 +20,32 @@ export const FAULTS = {
 	/** SIGKILL of the node one host is on (the follower: no lease stall). */
 	hostNode: (cluster) => {
 		const victim = cluster.nodes.find((n) => n !== cluster.leader());
-		return { what: "a host's node SIGKILLed", victim, via: cluster.nodes.find((n) => n !== victim), run: () => victim.kill() };
+		return {
+			what: "a host's node SIGKILLed",
+			victim,
+			via: cluster.nodes.find((n) => n !== victim),
+			run: () => victim.kill(),
+		};
 	},
 	/** SIGTERM of the leader: it hands its lease over. */
 	leaderStop: (cluster) => {
 		const leader = cluster.leader();
-		return { what: "the leader stopped (SIGTERM)", victim: leader, via: cluster.nodes.find((n) => n !== leader), run: () => leader.stop() };
+		return {
+			what: "the leader stopped (SIGTERM)",
+			victim: leader,
+			via: cluster.nodes.find((n) => n !== leader),
+			run: () => leader.stop(),
+		};
 	},
 	/** SIGKILL of the leader: writes wait for its lease to expire. */
 	leaderKill: (cluster) => {
 		const leader = cluster.leader();
-		return { what: "the leader SIGKILLed", victim: leader, via: cluster.nodes.find((n) => n !== leader), run: () => leader.kill() };
+		return {
+			what: "the leader SIGKILLed",
+			victim: leader,
+			via: cluster.nodes.find((n) => n !== leader),
+			run: () => leader.kill(),
+		};
 	},
 	/** NATS stopped for 10 s, then started again on its port. */
 	natsDown: (cluster) => ({

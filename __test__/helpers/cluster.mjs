@@ -19,7 +19,18 @@
 
 import { execFileSync, spawn, spawnSync } from "node:child_process";
 import { once } from "node:events";
-import { chmodSync, chownSync, closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import {
+	chmodSync,
+	chownSync,
+	closeSync,
+	existsSync,
+	mkdirSync,
+	mkdtempSync,
+	openSync,
+	readFileSync,
+	rmSync,
+	writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
@@ -29,7 +40,10 @@ import { ADMIN_TOKEN, enginePath, engineEnv, findFreePorts, waitFor } from "./en
 function postgresBin(program) {
 	const base = "/usr/lib/postgresql";
 	if (existsSync(base)) {
-		const versions = spawnSync("ls", [base], { encoding: "utf8" }).stdout.split("\n").filter(Boolean).sort((a, b) => b - a);
+		const versions = spawnSync("ls", [base], { encoding: "utf8" })
+			.stdout.split("\n")
+			.filter(Boolean)
+			.sort((a, b) => b - a);
 		for (const v of versions) {
 			const path = join(base, v, "bin", program);
 			if (existsSync(path)) return path;
@@ -96,18 +110,25 @@ async function startPostgres(dir) {
 	chmodSync(dir, 0o755);
 	if (user.uid !== undefined) chownSync(data, user.uid, user.gid);
 	const log = join(dir, "postgres.log");
-	const init = spawnSync(postgresBin("initdb"), ["-D", data, "-U", "postgres", "-A", "trust", "--no-sync", "-E", "UTF8"], {
-		encoding: "utf8",
-		...user,
-	});
+	const init = spawnSync(
+		postgresBin("initdb"),
+		["-D", data, "-U", "postgres", "-A", "trust", "--no-sync", "-E", "UTF8"],
+		{
+			encoding: "utf8",
+			...user,
+		},
+	);
 	if (init.status !== 0) throw new Error(`initdb failed: ${init.stderr || init.stdout}`);
 	const port = await freePort();
 	const args = ["-D", data, "-p", String(port), "-k", data, "-c", "listen_addresses=127.0.0.1"];
 	// A test database: durability is not what is tested here.
-	for (const setting of ["fsync=off", "synchronous_commit=off", "full_page_writes=off", "max_connections=400"]) args.push("-c", setting);
+	for (const setting of ["fsync=off", "synchronous_commit=off", "full_page_writes=off", "max_connections=400"])
+		args.push("-c", setting);
 	const proc = own(postgresBin("postgres"), args, { env: process.env, log, user });
 	const psql = (sql, db = "postgres") =>
-		spawnSync("psql", ["-h", "127.0.0.1", "-p", String(port), "-U", "postgres", "-d", db, "-qAtc", sql], { encoding: "utf8" });
+		spawnSync("psql", ["-h", "127.0.0.1", "-p", String(port), "-U", "postgres", "-d", db, "-qAtc", sql], {
+			encoding: "utf8",
+		});
 	await waitFor(
 		() => {
 			if (proc.exited) throw new Error(`postgres exited during start-up\n${tail(log)}`);
@@ -247,7 +268,9 @@ async function engineNode({ index, dir, pg, nats, env }) {
 export async function startCluster({ nodes: count = 2, env = {} } = {}) {
 	const missing = clusterAvailable();
 	if (missing.length) {
-		throw new Error(`the engine cluster needs ${missing.join(" and ")} (Debian packages): run \`npm install\`, which installs them as root, or \`apt-get install ${missing.join(" ")}\``);
+		throw new Error(
+			`the engine cluster needs ${missing.join(" and ")} (Debian packages): run \`npm install\`, which installs them as root, or \`apt-get install ${missing.join(" ")}\``,
+		);
 	}
 	const dir = mkdtempSync(join(tmpdir(), "rivetkit-native-cluster-"));
 	const started = [];

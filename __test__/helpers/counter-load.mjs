@@ -44,7 +44,12 @@ export function load(client, { keys, workers = 6, wsKeys = [] }) {
 					try {
 						record(key, await client.counter.getOrCreate([key]).increment(1));
 					} catch (err) {
-						failures.push({ key, via: "http", code: `${err.group}.${err.code}`, message: String(err.message).slice(0, 200) });
+						failures.push({
+							key,
+							via: "http",
+							code: `${err.group}.${err.code}`,
+							message: String(err.message).slice(0, 200),
+						});
 						// As the WebSocket loop: a call that fails at once must not spin.
 						await sleep(50);
 					}
@@ -63,7 +68,12 @@ export function load(client, { keys, workers = 6, wsKeys = [] }) {
 					try {
 						record(key, await conn.increment(1));
 					} catch (err) {
-						failures.push({ key, via: "ws", code: `${err.group}.${err.code}`, message: String(err.message).slice(0, 200) });
+						failures.push({
+							key,
+							via: "ws",
+							code: `${err.group}.${err.code}`,
+							message: String(err.message).slice(0, 200),
+						});
 						await sleep(50);
 					}
 					stall(key, "ws", began);
@@ -120,7 +130,13 @@ export function explainDupes(traffic, apps) {
 		const about = new RegExp(`counter ${key} |${[...ids].join("|") || key}`);
 		for (const app of apps) {
 			for (const line of app.out.split("\n")) {
-				if (about.test(line) && !/DEBUG envoy_connection/.test(line) && /awake|going to sleep|CommandStartActor|CommandStopActor|envoy actor stopped|lost|restarting|parked/.test(line)) {
+				if (
+					about.test(line) &&
+					!/DEBUG envoy_connection/.test(line) &&
+					/awake|going to sleep|CommandStartActor|CommandStopActor|envoy actor stopped|lost|restarting|parked/.test(
+						line,
+					)
+				) {
 					out.push(`${app.name}: ${line.slice(0, 300)}`);
 				}
 			}

@@ -178,9 +178,7 @@ export async function startEngine({ healthTimeoutMs = 30_000, env = {} } = {}) {
 		await waitFor(
 			async () => {
 				if (exited) {
-					throw new Error(
-						`engine exited during start-up (code ${exited.code}, signal ${exited.signal})\n${logTail()}`,
-					);
+					throw new Error(`engine exited during start-up (code ${exited.code}, signal ${exited.signal})\n${logTail()}`);
 				}
 				try {
 					const res = await fetch(`${endpoint}/health`, { signal: AbortSignal.timeout(1_000) });
@@ -313,7 +311,12 @@ export function upsertRunnerConfig(endpoint, pool) {
  * `{url}/metadata` when the config is saved). The body is the one
  * RivetKit's `configurePool` writes.
  */
-export function upsertServerlessRunnerConfig(endpoint, pool, url, { requestLifespan = 3600, drainGracePeriod = 30, headers = {} } = {}) {
+export function upsertServerlessRunnerConfig(
+	endpoint,
+	pool,
+	url,
+	{ requestLifespan = 3600, drainGracePeriod = 30, headers = {} } = {},
+) {
 	return api(endpoint, "PUT", `/runner-configs/${encodeURIComponent(pool)}`, {
 		datacenters: {
 			default: {

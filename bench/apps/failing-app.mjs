@@ -11,5 +11,5 @@ const failing = actor({
 	actions: { ping: () => 1 },
 });
 const registry = setup({ use: { failing }, noWelcome: true });
-await registry.startAndWait?.() ?? registry.start();
+(await registry.startAndWait?.()) ?? registry.start();
 console.log("READY");

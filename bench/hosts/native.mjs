@@ -17,7 +17,9 @@ import { resolve } from "node:path";
 import { decode, encode } from "cbor-x";
 
 const require = createRequire(import.meta.url);
-const { CoreRegistry, NapiActorFactory } = require(process.env.BENCH_ADDON ? resolve(process.env.BENCH_ADDON) : "../../index.js");
+const { CoreRegistry, NapiActorFactory } = require(
+	process.env.BENCH_ADDON ? resolve(process.env.BENCH_ADDON) : "../../index.js",
+);
 
 const cbor = (value) => Buffer.from(encode(value));
 

@@ -53,7 +53,13 @@ function rssParts() {
 process.on("message", (message) => {
 	if (message?.type === "cpu") {
 		const { user, system } = process.cpuUsage();
-		process.send({ type: "cpu", userMs: user / 1000, systemMs: system / 1000, rssBytes: process.memoryUsage.rss(), ...rssParts() });
+		process.send({
+			type: "cpu",
+			userMs: user / 1000,
+			systemMs: system / 1000,
+			rssBytes: process.memoryUsage.rss(),
+			...rssParts(),
+		});
 	} else if (message?.type === "addon") {
 		process.send({ type: "addon", files: mappedAddons() });
 	} else if (message?.type === "gc") {

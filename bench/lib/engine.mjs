@@ -54,7 +54,10 @@ export function startBenchEngine() {
 async function apiGet(endpoint, path) {
 	const url = new URL(path, endpoint);
 	if (!url.searchParams.has("namespace")) url.searchParams.set("namespace", NAMESPACE);
-	const res = await fetch(url, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` }, signal: AbortSignal.timeout(30_000) });
+	const res = await fetch(url, {
+		headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
+		signal: AbortSignal.timeout(30_000),
+	});
 	if (!res.ok) throw new Error(`GET ${url.pathname} -> ${res.status}: ${await res.text()}`);
 	return res.json();
 }

@@ -71,7 +71,15 @@ function rivetkitEnv({ endpoint, pool, namespace = "default", token }) {
  * `ready` resolves on the host's {type: "ready"} (rejects if it exits
  * first or after `readyTimeoutMs`); `exited` resolves to `{code, signal, at}`.
  */
-export function spawnHost({ impl = "native", endpoint, pool, token, env = {}, readyTimeoutMs = 60_000, captureStderr = false }) {
+export function spawnHost({
+	impl = "native",
+	endpoint,
+	pool,
+	token,
+	env = {},
+	readyTimeoutMs = 60_000,
+	captureStderr = false,
+}) {
 	const spec = HOSTS[impl];
 	if (!spec) throw new Error(`unknown host ${impl}; known: ${Object.keys(HOSTS).join(", ")}`);
 	const spawnedAt = performance.now();

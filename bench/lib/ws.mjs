@@ -16,13 +16,22 @@ import WebSocket from "ws";
 
 const ENCODERS = {
 	json: {
-		action: (id, name, args) => [JSON.stringify({ body: { tag: "ActionRequest", val: { id: ["$BigInt", String(id)], name, args } } }), false],
-		subscribe: (eventName, subscribe) => [JSON.stringify({ body: { tag: "SubscriptionRequest", val: { eventName, subscribe } } }), false],
+		action: (id, name, args) => [
+			JSON.stringify({ body: { tag: "ActionRequest", val: { id: ["$BigInt", String(id)], name, args } } }),
+			false,
+		],
+		subscribe: (eventName, subscribe) => [
+			JSON.stringify({ body: { tag: "SubscriptionRequest", val: { eventName, subscribe } } }),
+			false,
+		],
 		decode: (bytes) => JSON.parse(bytes.toString("utf8")).body,
 	},
 	cbor: {
 		action: (id, name, args) => [encode({ body: { tag: "ActionRequest", val: { id, name, args } } }), true],
-		subscribe: (eventName, subscribe) => [encode({ body: { tag: "SubscriptionRequest", val: { eventName, subscribe } } }), true],
+		subscribe: (eventName, subscribe) => [
+			encode({ body: { tag: "SubscriptionRequest", val: { eventName, subscribe } } }),
+			true,
+		],
 		decode: (bytes) => decode(bytes).body,
 	},
 };

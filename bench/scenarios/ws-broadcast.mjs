@@ -36,7 +36,9 @@ export default {
 		const waiting = new Map();
 		try {
 			for (let i = 0; i < n; i += 10) {
-				const batch = Array.from({ length: Math.min(10, n - i) }, () => connectActor(engine.endpoint, actorId, { encoding: WS_ENCODING }));
+				const batch = Array.from({ length: Math.min(10, n - i) }, () =>
+					connectActor(engine.endpoint, actorId, { encoding: WS_ENCODING }),
+				);
 				listeners.push(...(await Promise.all(batch)));
 			}
 			for (const conn of listeners) {
@@ -67,7 +69,12 @@ export default {
 						delivered,
 						new Promise((_, reject) => {
 							timer = setTimeout(
-								() => reject(new Error(`broadcast ${seq}: ${entry.remaining} of ${n} connections did not get it within ${DELIVERY_TIMEOUT_MS} ms`)),
+								() =>
+									reject(
+										new Error(
+											`broadcast ${seq}: ${entry.remaining} of ${n} connections did not get it within ${DELIVERY_TIMEOUT_MS} ms`,
+										),
+									),
 								DELIVERY_TIMEOUT_MS,
 							);
 						}),

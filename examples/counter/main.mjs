@@ -20,9 +20,14 @@ const decode = (buffer) => JSON.parse(buffer.toString() || "null");
 
 const counter = new NapiActorFactory(
 	{
-		createState: async (_err, { input }) => encode({ count: input ? decode(input).start ?? 0 : 0 }),
+		createState: async (_err, { input }) => encode({ count: input ? (decode(input).start ?? 0) : 0 }),
 		onWake: async (_err, { ctx }) => {
-			console.log(`counter ${ctx.key().map((s) => s.stringValue).join("/")} awake (generation ${ctx.generation()})`);
+			console.log(
+				`counter ${ctx
+					.key()
+					.map((s) => s.stringValue)
+					.join("/")} awake (generation ${ctx.generation()})`,
+			);
 		},
 		onSleep: async (_err, { ctx }) => {
 			console.log(`counter ${ctx.actorId()} going to sleep`);
