@@ -20,7 +20,11 @@ const driver = clippyDriver();
 const stages = [
 	["fmt", "cargo", ["fmt", "--all", "--", "--check"]],
 	// The JavaScript's formatter and linter (biome.json; `npm run fmt:js` fixes).
-	["JS format and lint", process.execPath, [join(root, "node_modules/@biomejs/biome/bin/biome"), "check", "."]],
+	[
+		"JS format and lint",
+		process.execPath,
+		[join(root, "node_modules/@biomejs/biome/bin/biome"), "check", "--error-on-warnings", "."],
+	],
 	...(driver ? [] : [["clippy", npm, ["run", "lint"]]]),
 	[
 		driver ? "development build, clippy" : "development build",

@@ -27,7 +27,7 @@ static INIT: Once = Once::new();
 /// filter falls back to `info` with a warning.
 pub fn init() {
     INIT.call_once(|| {
-        let (source, raw) = filter_setting(|name| std::env::var(name).ok());
+        let (source, raw) = filter_setting(rivetkit_native_core::env::get);
         let checked = match source {
             Some(var) => check_levels(var, &raw),
             None => Ok(()),
@@ -37,7 +37,8 @@ pub fn init() {
                 Ok(filter) => (filter, None),
                 Err(err) => (EnvFilter::new(normalize(DEFAULT_FILTER)), Some(err)),
             };
-        let json = std::env::var("RUST_LOG_FORMAT").is_ok_and(|f| f.eq_ignore_ascii_case("json"));
+        let json = rivetkit_native_core::env::get(rivetkit_native_core::env::RUST_LOG_FORMAT)
+            .is_some_and(|f| f.eq_ignore_ascii_case("json"));
         // Never `std::io::stderr` itself: see crate::log_writer.
         let builder = tracing_subscriber::fmt()
             .with_env_filter(filter)

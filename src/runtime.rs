@@ -27,7 +27,7 @@ use tokio::runtime::{Builder, Runtime};
 use crate::logging;
 
 /// Environment variable: number of tokio worker threads (default 1).
-pub const WORKER_THREADS_ENV: &str = "RIVETKIT_NATIVE_WORKER_THREADS";
+pub const WORKER_THREADS_ENV: &str = rivetkit_native_core::env::RIVETKIT_NATIVE_WORKER_THREADS;
 /// One worker by default. Every request or action ends in JavaScript, on
 /// the one JS thread, and the native work around it (socket frames, routing,
 /// encoding) is a fraction of the JavaScript's, so a second worker has
@@ -83,11 +83,9 @@ pub fn module_init(_exports: Object<'_>) -> napi::Result<()> {
 /// flight in libuv's pool (glibc's resolver reads `RES_OPTIONS`): set
 /// `RUST_LIB_BACKTRACE` yourself if you load the addon while DNS lookups run.
 fn disable_error_backtraces() {
-    if needs_lib_backtrace_off(
-        std::env::var_os("RUST_LIB_BACKTRACE").is_some(),
-        std::env::var_os("RUST_BACKTRACE").as_deref(),
-    ) {
-        std::env::set_var("RUST_LIB_BACKTRACE", "0");
+    use rivetkit_native_core::env::{self, RUST_BACKTRACE, RUST_LIB_BACKTRACE};
+    if needs_lib_backtrace_off(env::is_set(RUST_LIB_BACKTRACE), env::get_os(RUST_BACKTRACE).as_deref()) {
+        env::set_default(RUST_LIB_BACKTRACE, "0");
     }
 }
 
@@ -98,7 +96,7 @@ fn needs_lib_backtrace_off(lib_set: bool, rust_backtrace: Option<&std::ffi::OsSt
 
 /// Number of worker threads from [`WORKER_THREADS_ENV`], default 1.
 pub fn worker_threads() -> usize {
-    parse_worker_threads(std::env::var(WORKER_THREADS_ENV).ok().as_deref())
+    parse_worker_threads(rivetkit_native_core::env::get(WORKER_THREADS_ENV).as_deref())
 }
 
 fn parse_worker_threads(value: Option<&str>) -> usize {

@@ -136,7 +136,7 @@ impl fmt::Display for ActorSpecifier {
 impl std::error::Error for ActorSpecifier {}
 
 fn internal_message(err: &anyhow::Error) -> String {
-    if std::env::var("RIVET_EXPOSE_ERRORS").as_deref() == Ok("1") {
+    if crate::env::get(crate::env::RIVET_EXPOSE_ERRORS).as_deref() == Some("1") {
         format!("Internal error: {err:#}")
     } else {
         "An internal error occurred".to_string()

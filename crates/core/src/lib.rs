@@ -16,11 +16,13 @@
 //! - [`sqlite`]: the actor's SQLite database on the engine's page store;
 //! - [`serverless`]: the serverless routes (`/start` and its event stream);
 //! - [`listener`]: the native HTTP listener in front of them;
-//! - [`inspector`]: the inspector's token and counters.
+//! - [`inspector`]: the inspector's token and counters;
+//! - [`env`]: every environment variable we read.
 
 pub mod actor;
 pub mod dispatcher;
 pub mod engine;
+pub mod env;
 pub mod envoy;
 pub mod error;
 pub mod inspector;

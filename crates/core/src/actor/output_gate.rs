@@ -32,8 +32,8 @@ pub enum OutputGate {
 impl OutputGate {
     /// `RIVETKIT_OUTPUT_GATE`: `0`, `false` or `off` turn it off.
     pub fn from_env() -> Self {
-        match std::env::var("RIVETKIT_OUTPUT_GATE").map(|v| v.to_ascii_lowercase()) {
-            Ok(v) if matches!(v.as_str(), "0" | "false" | "off") => Self::Off,
+        match crate::env::get(crate::env::RIVETKIT_OUTPUT_GATE).map(|v| v.to_ascii_lowercase()) {
+            Some(v) if matches!(v.as_str(), "0" | "false" | "off") => Self::Off,
             _ => Self::On,
         }
     }

@@ -164,7 +164,7 @@ async fn dns_failure(endpoint: &str, deadline: tokio::time::Instant) -> Option<S
 }
 
 pub(crate) fn process_env(name: &str) -> Option<String> {
-    std::env::var(name).ok()
+    crate::env::get(name)
 }
 
 pub(crate) fn invalid_endpoint(endpoint: &str, reason: &str) -> anyhow::Error {

@@ -29,7 +29,7 @@ impl RegistryCallbacks {
     pub fn new(dispatcher: Arc<Dispatcher>, key_index: Option<KeyIndex>) -> Self {
         Self {
             dispatcher,
-            region: std::env::var("RIVET_REGION").unwrap_or_default(),
+            region: crate::env::get(crate::env::RIVET_REGION).unwrap_or_default(),
             key_index: key_index.map(Arc::new),
         }
     }

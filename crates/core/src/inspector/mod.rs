@@ -22,7 +22,7 @@ pub const TOKEN_KEY: &[u8] = &[3];
 /// Random bytes in a token (base64url without padding on the wire).
 const TOKEN_BYTES: usize = 32;
 /// A token every actor accepts, for tests only (the reference's name).
-pub const TEST_TOKEN_ENV: &str = "_RIVET_TEST_INSPECTOR_TOKEN";
+pub const TEST_TOKEN_ENV: &str = crate::env::_RIVET_TEST_INSPECTOR_TOKEN;
 
 /// Per-generation inspector bookkeeping, held by the actor context.
 pub struct ActorInspector {
@@ -151,8 +151,7 @@ pub fn set_test_token(token: Option<String>) {
 
 /// The environment's test token, else the serve config's.
 fn test_token() -> Option<String> {
-    std::env::var(TEST_TOKEN_ENV)
-        .ok()
+    crate::env::get(TEST_TOKEN_ENV)
         .filter(|t| !t.is_empty())
         .or_else(|| TEST_TOKEN.read().unwrap_or_else(|p| p.into_inner()).clone())
 }

@@ -44,7 +44,7 @@ pub enum EngineSpawnMode {
 impl EngineSpawnMode {
     /// Reads `RIVETKIT_ENGINE_SPAWN`.
     pub fn from_env() -> Self {
-        Self::parse(std::env::var("RIVETKIT_ENGINE_SPAWN").ok().as_deref())
+        Self::parse(crate::env::get(crate::env::RIVETKIT_ENGINE_SPAWN).as_deref())
     }
 
     /// `always` / `never`, case-insensitively; anything else is `Auto`.
@@ -150,9 +150,9 @@ impl fmt::Debug for ServeConfig {
 impl ServeConfig {
     /// Reads the process environment (see [`ServeConfig::from_vars`]).
     pub fn from_env() -> anyhow::Result<Self> {
-        let mut config = Self::from_vars(|name| std::env::var(name).ok())?;
-        // `var_os` keeps a non-UTF-8 path intact.
-        if let Some(path) = std::env::var_os("RIVET_ENGINE_BINARY_PATH") {
+        let mut config = Self::from_vars(crate::env::get)?;
+        // `get_os` keeps a non-UTF-8 path intact.
+        if let Some(path) = crate::env::get_os(crate::env::RIVET_ENGINE_BINARY_PATH) {
             config.engine_binary_path = Some(PathBuf::from(path));
         }
         Ok(config)
@@ -227,7 +227,7 @@ impl ServeConfig {
 
 /// More engine nodes, appended to `RIVET_ENDPOINT`'s: for a RivetKit app,
 /// whose own configuration takes `RIVET_ENDPOINT` as one URL.
-pub const ENDPOINTS_VAR: &str = "RIVETKIT_ENGINE_ENDPOINTS";
+pub const ENDPOINTS_VAR: &str = crate::env::RIVETKIT_ENGINE_ENDPOINTS;
 
 impl ServeConfig {
     /// Sets the endpoint from one URL or a comma-separated list of the

@@ -10,18 +10,18 @@
 use std::time::Duration;
 
 /// Environment: databases open at once, process-wide (default 512).
-pub const MAX_OPEN_ENV: &str = "RIVETKIT_NATIVE_SQLITE_MAX_OPEN";
+pub const MAX_OPEN_ENV: &str = crate::env::RIVETKIT_NATIVE_SQLITE_MAX_OPEN;
 /// Environment: ms after which an unused database is closed (default 30000).
-pub const IDLE_CLOSE_ENV: &str = "RIVETKIT_NATIVE_SQLITE_IDLE_CLOSE_MS";
+pub const IDLE_CLOSE_ENV: &str = crate::env::RIVETKIT_NATIVE_SQLITE_IDLE_CLOSE_MS;
 /// Environment: SQLite's page cache per database, KiB (default 4096).
-pub const PAGER_CACHE_ENV: &str = "RIVETKIT_NATIVE_SQLITE_PAGER_CACHE_KIB";
+pub const PAGER_CACHE_ENV: &str = crate::env::RIVETKIT_NATIVE_SQLITE_PAGER_CACHE_KIB;
 
 /// The page store client's own settings (read once, from the environment,
 /// by the client itself) that this addon gives a default when unset: its
 /// page cache, kept beside SQLite's own ...
-pub const VFS_CACHE_MODE_ENV: &str = "RIVETKIT_SQLITE_OPT_VFS_PAGE_CACHE_MODE";
+pub const VFS_CACHE_MODE_ENV: &str = crate::env::RIVETKIT_SQLITE_OPT_VFS_PAGE_CACHE_MODE;
 /// ... and its read-ahead, which only fills that cache.
-pub const VFS_READ_AHEAD_ENV: &str = "RIVETKIT_SQLITE_OPT_READ_AHEAD_MODE";
+pub const VFS_READ_AHEAD_ENV: &str = crate::env::RIVETKIT_SQLITE_OPT_READ_AHEAD_MODE;
 
 const DEFAULT_MAX_OPEN: usize = 512;
 const DEFAULT_IDLE_CLOSE: Duration = Duration::from_secs(30);
@@ -57,7 +57,7 @@ impl SqliteLimits {
     /// The defaults, overridden by the environment variables above (a value
     /// that is not a positive integer is ignored).
     pub fn from_env() -> Self {
-        Self::from_reader(|name| std::env::var(name).ok())
+        Self::from_reader(crate::env::get)
     }
 
     fn from_reader(read: impl Fn(&str) -> Option<String>) -> Self {
@@ -87,9 +87,7 @@ impl SqliteLimits {
 /// run (the addon does it when it loads).
 pub fn set_client_cache_defaults() {
     for (name, value) in [(VFS_CACHE_MODE_ENV, "off"), (VFS_READ_AHEAD_ENV, "off")] {
-        if std::env::var_os(name).is_none() {
-            std::env::set_var(name, value);
-        }
+        crate::env::set_default(name, value);
     }
 }
 

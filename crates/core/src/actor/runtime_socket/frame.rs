@@ -11,12 +11,12 @@ pub const DEFAULT_MAX_FRAME_BYTES: u32 = 32 * 1024 * 1024;
 pub const MIN_MAX_FRAME_BYTES: u32 = 1024;
 
 /// Environment variable overriding [`DEFAULT_MAX_FRAME_BYTES`].
-pub const MAX_FRAME_BYTES_ENV: &str = "RIVET_ACTOR_RUNTIME_SOCKET_MAX_FRAME_BYTES";
+pub const MAX_FRAME_BYTES_ENV: &str = crate::env::RIVET_ACTOR_RUNTIME_SOCKET_MAX_FRAME_BYTES;
 
 /// The frame limit of this process: the environment's if it is a number
 /// of at least [`MIN_MAX_FRAME_BYTES`], else the default (with a warning).
 pub fn configured_max_frame_bytes() -> u32 {
-    parse_max_frame_bytes(std::env::var(MAX_FRAME_BYTES_ENV).ok().as_deref())
+    parse_max_frame_bytes(crate::env::get(MAX_FRAME_BYTES_ENV).as_deref())
 }
 
 pub(crate) fn parse_max_frame_bytes(value: Option<&str>) -> u32 {

@@ -47,6 +47,7 @@ pub(super) async fn handle(
 }
 
 fn metadata_body() -> serde_json::Value {
-    let kind = if std::env::var("NODE_ENV").as_deref() == Ok("production") { "deployed" } else { "local" };
+    let kind =
+        if crate::env::get(crate::env::NODE_ENV).as_deref() == Some("production") { "deployed" } else { "local" };
     serde_json::json!({ "runtime": "rivetkit", "version": REFERENCE_CORE_VERSION, "type": kind })
 }
