@@ -21,6 +21,9 @@ use tokio::sync::watch;
 
 use super::ActorContext;
 use crate::error::RivetError;
+// Their old paths (`schedule::now_ms`, `schedule::ScheduledFire`) stay valid.
+pub use super::clock::now_ms;
+pub use super::scheduled_fire::ScheduledFire;
 
 pub const SCHEDULE_PREFIX: u8 = 3;
 /// The reference's default `maxSchedules`.
@@ -36,19 +39,6 @@ pub struct ScheduledEvent {
     pub args: Vec<u8>,
     /// When it is due, ms since the epoch.
     pub run_at: i64,
-}
-
-/// What the action learns about why it runs (`scheduledFire`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ScheduledFire {
-    /// `"at"` for `after`/`at` events, `"cron"` or `"every"` for cron jobs.
-    pub kind: &'static str,
-    /// The event's id, or the cron job's name.
-    pub id: String,
-    /// The cron job's name (`None` for events).
-    pub name: Option<String>,
-    pub scheduled_at: i64,
-    pub fired_at: i64,
 }
 
 /// The pending events and the cron jobs of one generation.
@@ -279,11 +269,6 @@ fn decode_event(id: String, bytes: &[u8]) -> Option<ScheduledEvent> {
     let action = String::from_utf8(rest.get(..name_len)?.to_vec()).ok()?;
     let args = rest[name_len..].to_vec();
     Some(ScheduledEvent { id, action, args, run_at })
-}
-
-/// Wall-clock now, ms since the epoch.
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
 }
 
 #[cfg(test)]

@@ -27,7 +27,8 @@ use std::sync::Mutex;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::schedule::{now_ms, ScheduledFire};
+use super::clock::now_ms;
+use super::scheduled_fire::ScheduledFire;
 use super::ActorContext;
 use crate::error::RivetError;
 pub use expr::Cadence;
