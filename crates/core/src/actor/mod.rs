@@ -17,6 +17,7 @@ pub mod hooks;
 pub mod http_body;
 pub mod key;
 pub mod key_owner;
+pub mod keys;
 pub mod kv;
 pub mod lifecycle;
 pub mod link;

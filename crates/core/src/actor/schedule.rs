@@ -19,13 +19,15 @@ use std::sync::Mutex;
 
 use tokio::sync::watch;
 
+use super::keys::schedule::event_key;
+use super::keys::INSPECTOR_TOKEN;
 use super::ActorContext;
 use crate::error::RivetError;
 // Their old paths (`schedule::now_ms`, `schedule::ScheduledFire`) stay valid.
 pub use super::clock::now_ms;
 pub use super::scheduled_fire::ScheduledFire;
 
-pub const SCHEDULE_PREFIX: u8 = 3;
+pub use super::keys::SCHEDULE_PREFIX;
 /// The reference's default `maxSchedules`.
 pub const DEFAULT_MAX_SCHEDULES: usize = 1000;
 const RECORD_VERSION: u8 = 1;
@@ -224,7 +226,7 @@ pub(crate) async fn load(ctx: &ActorContext) -> anyhow::Result<()> {
     let events = entries
         .into_iter()
         // The exact key `[3]` is the inspector token, not an event.
-        .filter(|(key, _)| key.as_slice() != crate::inspector::TOKEN_KEY)
+        .filter(|(key, _)| key.as_slice() != INSPECTOR_TOKEN)
         .filter_map(|(key, value)| {
             let id = String::from_utf8(key.get(1..)?.to_vec()).ok()?;
             match decode_event(id, &value) {
@@ -238,12 +240,6 @@ pub(crate) async fn load(ctx: &ActorContext) -> anyhow::Result<()> {
         .collect();
     ctx.schedule().restore(events);
     Ok(())
-}
-
-fn event_key(id: &str) -> Vec<u8> {
-    let mut key = vec![SCHEDULE_PREFIX];
-    key.extend_from_slice(id.as_bytes());
-    key
 }
 
 fn encode_event(event: &ScheduledEvent) -> Vec<u8> {
