@@ -21,8 +21,9 @@
 
 use std::collections::HashMap;
 
+use super::keys::conn::{chunk_key, chunks_end, chunks_of, record_key, write_bound};
+use super::keys::CONN_PREFIX;
 use super::kv::{put_chunks, ENGINE_MAX_KEYS, MAX_VALUE_SIZE};
-use super::storage::{CONN_CHUNK_PREFIX, CONN_PREFIX};
 use super::{ActorContext, ConnRecord};
 use crate::error::RivetError;
 
@@ -35,39 +36,6 @@ const HEADER_MARKER: u8 = 0;
 
 /// The write numbers of this generation's chunked records, by connection id.
 pub type ChunkedWrites = HashMap<String, u32>;
-
-fn record_key(id: &str) -> Vec<u8> {
-    let mut key = vec![CONN_PREFIX];
-    key.extend_from_slice(id.as_bytes());
-    key
-}
-
-/// `[5, id, 0]`: every chunk of `id`'s record, of every write.
-fn chunks_of(id: &str) -> Vec<u8> {
-    let mut key = vec![CONN_CHUNK_PREFIX];
-    key.extend_from_slice(id.as_bytes());
-    key.push(0);
-    key
-}
-
-fn chunk_key(id: &str, write: u32, index: u32) -> Vec<u8> {
-    let mut key = chunks_of(id);
-    key.extend_from_slice(&write.to_be_bytes());
-    key.extend_from_slice(&index.to_be_bytes());
-    key
-}
-
-fn write_bound(id: &str, write: u32) -> Vec<u8> {
-    let mut key = chunks_of(id);
-    key.extend_from_slice(&write.to_be_bytes());
-    key
-}
-
-fn chunks_end(id: &str) -> Vec<u8> {
-    let mut key = chunks_of(id);
-    *key.last_mut().unwrap_or(&mut 0) = 1;
-    key
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Header {
@@ -240,6 +208,7 @@ async fn load_chunks(ctx: &ActorContext, id: &str, header: Header) -> anyhow::Re
 mod tests {
     use super::*;
     use crate::actor::conn::Hibernation;
+    use crate::actor::keys::CONN_CHUNK_PREFIX;
     use crate::actor::link::MemoryLink;
     use std::sync::Arc;
 

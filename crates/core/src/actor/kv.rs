@@ -83,8 +83,9 @@ use std::collections::HashMap;
 
 use serde_json::json;
 
+use super::keys::user::{user_key, user_space_end};
+use super::keys::USER_KV_PREFIX;
 use super::link::KvEntries;
-use super::storage::USER_KV_PREFIX;
 use super::ActorContext;
 use crate::error::{catalog, RivetError};
 
@@ -322,16 +323,6 @@ fn too_large(code: &str, what: &str, size: usize, limit: usize) -> anyhow::Error
         .into_anyhow()
 }
 
-/// The engine key of a user key.
-fn user_key(key: &[u8]) -> Vec<u8> {
-    super::storage::user_key(key)
-}
-
-/// The first engine key after the user space.
-fn user_space_end() -> Vec<u8> {
-    vec![USER_KV_PREFIX + 1]
-}
-
 /// The smallest key greater than every key that starts with `prefix`
 /// (`prefix` starts with [`USER_KV_PREFIX`], so one always exists).
 fn prefix_end(prefix: &[u8]) -> Vec<u8> {
@@ -407,8 +398,8 @@ mod tests {
 
     use super::*;
     use crate::actor::context::{ActorIdentity, GenerationHold};
+    use crate::actor::keys::{ACTOR_RECORD_KEY, CONN_PREFIX};
     use crate::actor::link::{EngineLink, MemoryLink};
-    use crate::actor::storage::{ACTOR_RECORD_KEY, CONN_PREFIX};
     use crate::actor::ActorKey;
 
     const ACTOR: &str = "actor-a";

@@ -3,8 +3,12 @@
 //!
 //! The envoy implementation lives in [`crate::envoy::link`].
 
+use std::sync::Arc;
+
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
+
+use crate::sqlite::SqliteLink;
 
 pub type KvEntries = Vec<(Vec<u8>, Vec<u8>)>;
 
@@ -72,6 +76,19 @@ pub trait EngineLink: Send + Sync + 'static {
     /// (docs/generations.md, I13). `Unknown` where the link cannot ask.
     fn key_owner(&self, _actor_id: &str, _name: &str, _key: &str) -> BoxFuture<'static, anyhow::Result<KeyOwner>> {
         Box::pin(async { Ok(KeyOwner::Unknown) })
+    }
+}
+
+/// The database sees a shared engine link through the narrow trait SQLite
+/// defines for itself ([`SqliteLink`]): SQLite does not import the actor
+/// layer.
+impl<L: EngineLink + ?Sized> SqliteLink for Arc<L> {
+    fn sqlite_transport(&self) -> Option<crate::sqlite::SqliteTransportHandle> {
+        EngineLink::sqlite_transport(&**self)
+    }
+
+    fn report_crash(&self, actor_id: &str, generation: u32, message: String) {
+        EngineLink::report_crash(&**self, actor_id, generation, message)
     }
 }
 

@@ -6,6 +6,7 @@
 //! does. The JavaScript surface is one such runtime; tests use doubles.
 
 pub mod activity;
+pub mod clock;
 pub mod config;
 pub mod conn;
 pub mod conn_store;
@@ -16,6 +17,7 @@ pub mod hooks;
 pub mod http_body;
 pub mod key;
 pub mod key_owner;
+pub mod keys;
 pub mod kv;
 pub mod lifecycle;
 pub mod link;
@@ -25,6 +27,7 @@ pub mod queue;
 pub mod runtime_socket;
 pub mod save;
 pub mod schedule;
+pub mod scheduled_fire;
 pub mod state_transaction;
 pub mod storage;
 pub mod task;
@@ -39,6 +42,7 @@ pub use hooks::{ActorHooks, HttpRequest, HttpResponse, LifecycleHook, QueueSendR
 pub use key::ActorKey;
 pub use link::EngineLink;
 pub use output_gate::OutputGate;
-pub use schedule::{ScheduledEvent, ScheduledFire};
+pub use schedule::ScheduledEvent;
+pub use scheduled_fire::ScheduledFire;
 pub use task::{ActorTaskHandle, ShutdownKind};
 pub use websocket::RawWebSocket;

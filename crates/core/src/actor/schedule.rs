@@ -19,10 +19,15 @@ use std::sync::Mutex;
 
 use tokio::sync::watch;
 
+use super::keys::schedule::event_key;
+use super::keys::INSPECTOR_TOKEN;
 use super::ActorContext;
 use crate::error::RivetError;
+// Their old paths (`schedule::now_ms`, `schedule::ScheduledFire`) stay valid.
+pub use super::clock::now_ms;
+pub use super::scheduled_fire::ScheduledFire;
 
-pub const SCHEDULE_PREFIX: u8 = 3;
+pub use super::keys::SCHEDULE_PREFIX;
 /// The reference's default `maxSchedules`.
 pub const DEFAULT_MAX_SCHEDULES: usize = 1000;
 const RECORD_VERSION: u8 = 1;
@@ -36,19 +41,6 @@ pub struct ScheduledEvent {
     pub args: Vec<u8>,
     /// When it is due, ms since the epoch.
     pub run_at: i64,
-}
-
-/// What the action learns about why it runs (`scheduledFire`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ScheduledFire {
-    /// `"at"` for `after`/`at` events, `"cron"` or `"every"` for cron jobs.
-    pub kind: &'static str,
-    /// The event's id, or the cron job's name.
-    pub id: String,
-    /// The cron job's name (`None` for events).
-    pub name: Option<String>,
-    pub scheduled_at: i64,
-    pub fired_at: i64,
 }
 
 /// The pending events and the cron jobs of one generation.
@@ -234,7 +226,7 @@ pub(crate) async fn load(ctx: &ActorContext) -> anyhow::Result<()> {
     let events = entries
         .into_iter()
         // The exact key `[3]` is the inspector token, not an event.
-        .filter(|(key, _)| key.as_slice() != crate::inspector::TOKEN_KEY)
+        .filter(|(key, _)| key.as_slice() != INSPECTOR_TOKEN)
         .filter_map(|(key, value)| {
             let id = String::from_utf8(key.get(1..)?.to_vec()).ok()?;
             match decode_event(id, &value) {
@@ -248,12 +240,6 @@ pub(crate) async fn load(ctx: &ActorContext) -> anyhow::Result<()> {
         .collect();
     ctx.schedule().restore(events);
     Ok(())
-}
-
-fn event_key(id: &str) -> Vec<u8> {
-    let mut key = vec![SCHEDULE_PREFIX];
-    key.extend_from_slice(id.as_bytes());
-    key
 }
 
 fn encode_event(event: &ScheduledEvent) -> Vec<u8> {
@@ -279,11 +265,6 @@ fn decode_event(id: String, bytes: &[u8]) -> Option<ScheduledEvent> {
     let action = String::from_utf8(rest.get(..name_len)?.to_vec()).ok()?;
     let args = rest[name_len..].to_vec();
     Some(ScheduledEvent { id, action, args, run_at })
-}
-
-/// Wall-clock now, ms since the epoch.
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
 }
 
 #[cfg(test)]

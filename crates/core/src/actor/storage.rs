@@ -35,14 +35,9 @@
 
 use crate::error::RivetError;
 
+use super::keys::state::chunk_key;
+use super::keys::ACTOR_RECORD_KEY;
 use super::ActorContext;
-
-pub const ACTOR_RECORD_KEY: &[u8] = &[1];
-pub const CONN_PREFIX: u8 = 2;
-pub const USER_KV_PREFIX: u8 = 4;
-pub const CONN_CHUNK_PREFIX: u8 = 5;
-pub const QUEUE_PREFIX: u8 = 6;
-pub const CRON_PREFIX: u8 = 7;
 
 const RECORD_VERSION: u16 = 1;
 const FLAG_INITIALIZED: u8 = 1;
@@ -81,12 +76,6 @@ struct Chunked {
 struct Header {
     record: ActorRecord,
     chunked: Option<Chunked>,
-}
-
-fn chunk_key(slot: u8, index: u32) -> Vec<u8> {
-    let mut key = vec![ACTOR_RECORD_KEY[0], 1 + slot];
-    key.extend_from_slice(&index.to_be_bytes());
-    key
 }
 
 impl ActorRecord {
@@ -283,14 +272,6 @@ async fn write_record(ctx: &ActorContext, record: ActorRecord, extra: Vec<(Vec<u
     ctx.link().kv_put(ctx.actor_id(), entries, lost).await?;
     ctx.set_state_slot(slot);
     Ok(())
-}
-
-/// The engine key of a user KV key.
-pub fn user_key(key: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(key.len() + 1);
-    out.push(USER_KV_PREFIX);
-    out.extend_from_slice(key);
-    out
 }
 
 #[cfg(test)]

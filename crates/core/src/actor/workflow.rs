@@ -7,12 +7,9 @@
 //! a newer revision in SQLite than in KV takes the state from SQLite. See
 //! docs/workflows.md.
 
+use crate::actor::keys::WORKFLOW_MARK_KEY;
 use crate::actor::{storage, ActorContext, ActorHooks};
 use crate::sqlite::{BindParam, ColumnValue, SqliteTransaction};
-
-/// KV key holding the workflow revision last written with the state
-/// (`u64` BE). Present once an actor flushed a workflow batch.
-pub const WORKFLOW_MARK_KEY: &[u8] = &[9];
 
 /// RivetKit reads the rows under this prefix (storage area 6, version 1)
 /// and hands flushes their keys without it.

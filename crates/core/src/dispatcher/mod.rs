@@ -16,6 +16,7 @@
 //! can wait for it.
 
 mod admission;
+mod failed_start;
 mod here;
 mod records;
 mod start;

@@ -28,6 +28,7 @@
 //! (`actor.stopping`), and a start that a stop already beat (the parked
 //! stop completes and the start reports its error as before).
 
+use super::failed_start::FailedStart;
 use super::state::{Generation, State};
 use super::{Dispatcher, InstanceKey, InstanceRecord, PendingStop, OLDER_GENERATION_STOP_TIMEOUT};
 use crate::actor::task::spawn_actor_task;
@@ -46,30 +47,10 @@ pub const FAILED_START_LINGER: Duration = Duration::from_secs(10);
 /// is reported (requests that woke the actor together get the same error).
 pub const AFTER_SERVED: Duration = Duration::from_millis(250);
 
-/// A generation whose start hooks failed, accepted so that its traffic
-/// gets the start error (module docs).
-pub(super) struct FailedStart {
-    error: RivetError,
-    /// Cancelled once the generation is stopped or superseded.
-    done: CancellationToken,
-    /// Signalled when the error is handed to traffic.
-    served: Arc<tokio::sync::Notify>,
-}
-
-impl FailedStart {
-    /// It is over (stopped, or a newer generation starts): no crash report.
-    pub(super) fn forget(&self) {
-        self.done.cancel();
-    }
-}
-
 /// The start error that traffic for `actor_id` gets, if its newest
 /// generation failed to start and no newer one is registered.
 pub(super) fn failed_start_error(state: &State, actor_id: &str) -> Option<RivetError> {
-    state.unsuperseded_failed(actor_id).map(|f| {
-        f.served.notify_one();
-        f.error.clone()
-    })
+    state.unsuperseded_failed(actor_id).map(FailedStart::serve)
 }
 
 /// Removes the failed start of exactly `key`, if there is one: its stop has
@@ -241,10 +222,8 @@ impl Dispatcher {
                 return false;
             }
             state.forget_older_failed(key);
-            state.insert(
-                key.clone(),
-                Generation::Failed(FailedStart { error: error.clone(), done: done.clone(), served: served.clone() }),
-            );
+            state
+                .insert(key.clone(), Generation::Failed(FailedStart::new(error.clone(), done.clone(), served.clone())));
         }
         tracing::warn!(%key, error = %format!("{err:#}"), "actor start failed; its traffic gets the error until the engine stops it");
         let this = Arc::clone(self);

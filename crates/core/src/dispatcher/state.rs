@@ -28,8 +28,8 @@ use std::collections::{BTreeMap, HashMap};
 
 use tokio::sync::watch;
 
+use super::failed_start::FailedStart;
 use super::records::{InstanceKey, InstanceRecord, PendingStop};
-use super::start::FailedStart;
 use crate::actor::ActorContext;
 use crate::RivetError;
 

@@ -17,8 +17,8 @@ use base64::Engine as _;
 use crate::actor::ActorContext;
 use crate::error::RivetError;
 
-/// The exact actor-KV key of the inspector token.
-pub const TOKEN_KEY: &[u8] = &[3];
+/// The exact actor-KV key of the inspector token (defined with every key).
+pub use crate::actor::keys::INSPECTOR_TOKEN as TOKEN_KEY;
 /// Random bytes in a token (base64url without padding on the wire).
 const TOKEN_BYTES: usize = 32;
 /// A token every actor accepts, for tests only (the reference's name).

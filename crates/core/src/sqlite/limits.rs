@@ -23,6 +23,10 @@ pub const VFS_CACHE_MODE_ENV: &str = crate::env::RIVETKIT_SQLITE_OPT_VFS_PAGE_CA
 /// ... and its read-ahead, which only fills that cache.
 pub const VFS_READ_AHEAD_ENV: &str = crate::env::RIVETKIT_SQLITE_OPT_READ_AHEAD_MODE;
 
+/// Statements that may wait for the database at once (beyond that:
+/// `actor.overloaded`), as many as the worker's own queue holds.
+pub const STATEMENT_QUEUE_CAPACITY: usize = 128;
+
 const DEFAULT_MAX_OPEN: usize = 512;
 const DEFAULT_IDLE_CLOSE: Duration = Duration::from_secs(30);
 const DEFAULT_PAGER_CACHE_KIB: u32 = 4096;

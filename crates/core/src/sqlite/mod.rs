@@ -11,15 +11,19 @@
 //! that ended.
 //!
 //! - [`database`]: one generation's database, opened lazily;
+//! - `connection`: the state behind it, its connection and its locks;
+//! - [`link`]: what the database needs from the engine;
 //! - [`transaction`]: transactions and their timeout;
 //! - [`pool`]: the process-wide bound on open databases;
 //! - [`limits`]: the bounds and their environment variables;
 //! - [`transport`]: the host-side write fence in front of the page store;
 //! - [`errors`]: structured errors and how client failures map to them.
 
+mod connection;
 pub mod database;
 pub mod errors;
 pub mod limits;
+pub mod link;
 pub mod pool;
 pub mod transaction;
 mod transport;
@@ -33,5 +37,6 @@ pub use database::{ActorDatabase, BatchStatement};
 pub use depot_client::query::{BindParam, ColumnValue, ExecResult, ExecuteResult, QueryResult};
 pub use depot_client::vfs::{SqliteTransport, SqliteTransportHandle, SqliteVfsMetricsSnapshot};
 pub use limits::SqliteLimits;
+pub use link::SqliteLink;
 pub use pool::SqlitePool;
 pub use transaction::{SqliteTransaction, DEFAULT_TRANSACTION_TIMEOUT};

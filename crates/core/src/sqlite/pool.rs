@@ -3,17 +3,30 @@
 //! Every open database holds a [`Slot`]. When all are taken, opening one
 //! more first closes the least recently used database that is idle (no
 //! statement running, no transaction open, see
-//! [`super::database::Shared::try_close_idle`]); if none is idle, it waits
-//! for a slot to be released, at most [`SqliteLimits::open_wait`].
+//! [`PoolMember::try_close_idle`]); if none is idle, it waits for a slot
+//! to be released, at most [`SqliteLimits::open_wait`]. The pool knows a
+//! database only as a [`PoolMember`], so it does not import the database.
 
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
+use futures::future::BoxFuture;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use super::database::Shared;
 use super::limits::SqliteLimits;
 use crate::error::catalog;
+
+/// An open database as the pool sees it (implemented by the database's
+/// state, `super::connection::Shared`).
+pub(crate) trait PoolMember: Send + Sync {
+    /// Cheap check, without locks, that it may be idle.
+    fn looks_idle(&self) -> bool;
+    /// When it was last used (the least recently used is closed first).
+    fn last_used(&self) -> Instant;
+    /// Closes its connection if it is idle; true if it did. Never waits for
+    /// a statement.
+    fn try_close_idle<'a>(&'a self, why: &'a str) -> BoxFuture<'a, bool>;
+}
 
 pub struct SqlitePool {
     limits: SqliteLimits,
@@ -26,13 +39,13 @@ struct State {
     open: usize,
     /// Databases holding a slot (weak: a database that is dropped releases
     /// its slot with it). Pruned on every release.
-    members: Vec<Weak<Shared>>,
+    members: Vec<Weak<dyn PoolMember>>,
 }
 
 /// One open database's share of the bound; released when dropped.
 pub(crate) struct Slot {
     pool: Arc<SqlitePool>,
-    member: Weak<Shared>,
+    member: Weak<dyn PoolMember>,
 }
 
 impl Drop for Slot {
@@ -40,7 +53,7 @@ impl Drop for Slot {
         {
             let mut state = self.pool.lock();
             state.open = state.open.saturating_sub(1);
-            state.members.retain(|m| m.strong_count() > 0 && !Weak::ptr_eq(m, &self.member));
+            state.members.retain(|m| m.strong_count() > 0 && !std::ptr::addr_eq(m.as_ptr(), self.member.as_ptr()));
         }
         self.pool.released.notify_waiters();
     }
@@ -72,7 +85,7 @@ impl SqlitePool {
     }
 
     /// A slot for `db`, closing an idle database if all are taken.
-    pub(crate) async fn acquire(self: &Arc<Self>, db: &Arc<Shared>) -> anyhow::Result<Slot> {
+    pub(crate) async fn acquire(self: &Arc<Self>, db: Arc<dyn PoolMember>) -> anyhow::Result<Slot> {
         let deadline = Instant::now() + self.limits.open_wait;
         loop {
             let released = self.released.notified();
@@ -82,14 +95,14 @@ impl SqlitePool {
                 let mut state = self.lock();
                 if state.open < self.limits.max_open {
                     state.open += 1;
-                    state.members.push(Arc::downgrade(db));
-                    return Ok(Slot { pool: self.clone(), member: Arc::downgrade(db) });
+                    state.members.push(Arc::downgrade(&db));
+                    return Ok(Slot { pool: self.clone(), member: Arc::downgrade(&db) });
                 }
-                let mut idle: Vec<Arc<Shared>> = state
+                let mut idle: Vec<Arc<dyn PoolMember>> = state
                     .members
                     .iter()
                     .filter_map(Weak::upgrade)
-                    .filter(|m| !Arc::ptr_eq(m, db) && m.looks_idle())
+                    .filter(|m| !same(m, &db) && m.looks_idle())
                     .collect();
                 idle.sort_by_key(|m| m.last_used());
                 idle
@@ -112,4 +125,10 @@ impl SqlitePool {
             }
         }
     }
+}
+
+/// Whether `a` and `b` are the same database (by address, whatever the
+/// vtables).
+fn same(a: &Arc<dyn PoolMember>, b: &Arc<dyn PoolMember>) -> bool {
+    std::ptr::addr_eq(Arc::as_ptr(a), Arc::as_ptr(b))
 }

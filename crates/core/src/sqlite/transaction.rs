@@ -12,12 +12,14 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use depot_client::query::{BindParam, ExecuteResult, QueryResult};
+use futures::future::BoxFuture;
 use tokio::sync::OwnedRwLockWriteGuard;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::database::{Shared, STATEMENT_QUEUE_CAPACITY};
+use super::connection::{ActiveTransaction, Shared};
 use super::errors;
+use super::limits::STATEMENT_QUEUE_CAPACITY;
 
 /// How long a transaction may stay open when its caller gives no timeout.
 pub const DEFAULT_TRANSACTION_TIMEOUT: Duration = Duration::from_secs(60);
@@ -167,12 +169,14 @@ impl SqliteTransaction {
     }
 }
 
-impl TxShared {
+impl ActiveTransaction for TxShared {
     /// Ends the transaction as the database closes.
-    pub(crate) async fn end_for_close(self: &Arc<Self>) {
-        self.end(State::Closed, Some("ROLLBACK")).await;
+    fn end_for_close(self: Arc<Self>) -> BoxFuture<'static, ()> {
+        Box::pin(async move { self.end(State::Closed, Some("ROLLBACK")).await })
     }
+}
 
+impl TxShared {
     async fn end(self: &Arc<Self>, to: State, statement: Option<&'static str>) {
         let mut state = self.state.lock().await;
         if matches!(*state, State::Active(_)) {
@@ -192,7 +196,7 @@ impl TxShared {
         self.db.tx_active.store(false, Ordering::Release);
         {
             let mut active = self.db.active_tx.lock().unwrap_or_else(|p| p.into_inner());
-            if active.as_ref().is_some_and(|a| std::ptr::eq(Arc::as_ptr(a), self)) {
+            if active.as_ref().is_some_and(|a| std::ptr::addr_eq(Arc::as_ptr(a), self)) {
                 *active = None;
             }
         }

@@ -27,7 +27,9 @@ use std::sync::Mutex;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::schedule::{now_ms, ScheduledFire};
+use super::clock::now_ms;
+use super::keys::cron as keys;
+use super::scheduled_fire::ScheduledFire;
 use super::ActorContext;
 use crate::error::RivetError;
 pub use expr::Cadence;
@@ -231,7 +233,7 @@ pub async fn set(
         last_run_at: existing.as_ref().and_then(|e| e.last_run_at),
         max_history,
     };
-    store::put(ctx, vec![(store::job_key(name), store::encode_job(&job)?)]).await?;
+    store::put(ctx, vec![(keys::job_key(name), store::encode_job(&job)?)]).await?;
     cron.state(|s| match s.jobs.get_mut(name) {
         Some(entry) => entry.job = job,
         None => s.insert(job),
@@ -239,7 +241,7 @@ pub async fn set(
     ctx.schedule().publish_next();
     ctx.sync_engine_alarm();
     let pruned = with_history(ctx, name, |seqs| prune(seqs, max_history)).await?.unwrap_or_default();
-    store::delete(ctx, pruned.iter().map(|seq| store::history_key(name, *seq)).collect()).await
+    store::delete(ctx, pruned.iter().map(|seq| keys::history_key(name, *seq)).collect()).await
 }
 
 /// `cronDelete(name)`: whether there was such a job. Its history goes
@@ -305,7 +307,7 @@ async fn with_history<R>(
                     }),
                     ..fire.clone()
                 };
-                (store::history_key(name, *seq), store::encode_fire(&fire))
+                (keys::history_key(name, *seq), store::encode_fire(&fire))
             })
             .collect();
         if !interrupted.is_empty() && !ctx.writes_closed() {
@@ -378,7 +380,7 @@ pub(crate) async fn begin(ctx: &ActorContext, dispatch: &CronDispatch) -> anyhow
     else {
         return Ok(None);
     };
-    let mut puts = vec![(store::job_key(&job.name), store::encode_job(&job)?)];
+    let mut puts = vec![(keys::job_key(&job.name), store::encode_job(&job)?)];
     let mut seq = None;
     let mut pruned = Vec::new();
     if job.max_history > 0 {
@@ -399,13 +401,13 @@ pub(crate) async fn begin(ctx: &ActorContext, dispatch: &CronDispatch) -> anyhow
                 result,
                 error: None,
             };
-            puts.push((store::history_key(&job.name, next), store::encode_fire(&fire)));
+            puts.push((keys::history_key(&job.name, next), store::encode_fire(&fire)));
             seq = Some(next);
             pruned = dropped;
         }
     }
     store::put(ctx, puts).await?;
-    store::delete(ctx, pruned.iter().map(|s| store::history_key(&job.name, *s)).collect()).await?;
+    store::delete(ctx, pruned.iter().map(|s| keys::history_key(&job.name, *s)).collect()).await?;
     Ok(seq)
 }
 
@@ -441,7 +443,7 @@ pub(crate) async fn finish(
         result: if outcome.is_some() { FireResult::Error } else { FireResult::Ok },
         error: outcome.map(client_error),
     };
-    let entry = vec![(store::history_key(&dispatch.name, seq), store::encode_fire(&fire))];
+    let entry = vec![(keys::history_key(&dispatch.name, seq), store::encode_fire(&fire))];
     if let Err(err) = store::put(ctx, entry).await {
         tracing::warn!(job = %dispatch.name, error = %format!("{err:#}"), "could not record the end of a cron fire");
     }

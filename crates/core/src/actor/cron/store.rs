@@ -16,12 +16,10 @@ use serde::{Deserialize, Serialize};
 
 use super::expr::Cadence;
 use super::{CronFire, CronJob, FireResult, ScheduleErrorInfo};
+use crate::actor::keys::cron::{history_end, history_prefix, job_key, jobs_range, seq_of};
 use crate::actor::kv::{check_value, ENGINE_MAX_KEYS, LIST_PAGE_SIZE};
-use crate::actor::storage::CRON_PREFIX;
 use crate::actor::ActorContext;
 
-const JOBS: u8 = 0;
-const HISTORY: u8 = 1;
 const VERSION: u8 = 1;
 /// History entries asked for per list request (small values).
 const HISTORY_PAGE: usize = LIST_PAGE_SIZE * 8;
@@ -29,32 +27,6 @@ const HISTORY_PAGE: usize = LIST_PAGE_SIZE * 8;
 const MAX_ERROR_MESSAGE: usize = 4 * 1024;
 /// Error metadata larger than this (as JSON) is not kept in history.
 const MAX_ERROR_METADATA: usize = 16 * 1024;
-
-pub(super) fn job_key(name: &str) -> Vec<u8> {
-    let mut key = vec![CRON_PREFIX, JOBS];
-    key.extend_from_slice(name.as_bytes());
-    key
-}
-
-fn history_prefix(name: &str) -> Vec<u8> {
-    // Names are at most 128 bytes (checked before anything is stored).
-    let mut key = vec![CRON_PREFIX, HISTORY, name.len() as u8];
-    key.extend_from_slice(name.as_bytes());
-    key
-}
-
-pub(super) fn history_key(name: &str, seq: u64) -> Vec<u8> {
-    let mut key = history_prefix(name);
-    key.extend_from_slice(&seq.to_be_bytes());
-    key
-}
-
-/// The end (exclusive) of one job's history keys.
-fn history_end(name: &str) -> Vec<u8> {
-    let mut key = history_prefix(name);
-    key.extend_from_slice(&[0xff; 9]);
-    key
-}
 
 #[derive(Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -181,14 +153,10 @@ pub(super) fn decode_fire(value: &[u8]) -> Option<CronFire> {
     })
 }
 
-fn seq_of(name: &str, key: &[u8]) -> Option<u64> {
-    let start = history_prefix(name).len();
-    Some(u64::from_be_bytes(key.get(start..start + 8)?.try_into().ok()?))
-}
-
 /// Every stored job (unreadable ones skipped with a warning).
 pub(super) async fn load_jobs(ctx: &ActorContext) -> anyhow::Result<Vec<CronJob>> {
-    let entries = list(ctx, vec![CRON_PREFIX, JOBS], vec![CRON_PREFIX, JOBS + 1]).await?;
+    let (start, end) = jobs_range();
+    let entries = list(ctx, start, end).await?;
     Ok(entries
         .into_iter()
         .filter_map(|(key, value)| {
@@ -264,6 +232,7 @@ pub(super) async fn delete_job(ctx: &ActorContext, name: &str) -> anyhow::Result
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::actor::keys::cron::history_key;
 
     #[test]
     fn jobs_round_trip() {

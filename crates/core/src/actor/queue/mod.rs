@@ -318,7 +318,7 @@ async fn enqueue(
         }
         Ok(s.next_id.max(1))
     })?;
-    let header = Header { id, name: name.to_string(), created_at: super::schedule::now_ms(), ray_id };
+    let header = Header { id, name: name.to_string(), created_at: super::clock::now_ms(), ray_id };
     store::put(ctx, &header, &body, id.saturating_add(1)).await?;
     if let Some(waiter) = waiter {
         queue.completions(|c| c.insert(id, waiter));

@@ -13,37 +13,16 @@
 //! message is received, so a wake costs a few bytes per queued message
 //! whatever their size.
 
+use super::super::keys::queue::{body_key, header_key, headers_range, id_of, messages_range, next_id_key};
 use super::super::kv::{ENGINE_MAX_KEYS, LIST_PAGE_SIZE};
-use super::super::storage::QUEUE_PREFIX;
 use super::super::ActorContext;
 use super::Header;
 
-const NEXT_ID: u8 = 0;
-const HEADERS: u8 = 1;
-const BODIES: u8 = 2;
 const HEADER_VERSION: u8 = 1;
 /// A header that also holds the sender's ray ID.
 const HEADER_VERSION_WITH_RAY: u8 = 2;
 /// Headers asked for per list request while loading (small values).
 const HEADER_PAGE: usize = LIST_PAGE_SIZE * 8;
-
-fn key(space: u8, id: u64) -> Vec<u8> {
-    let mut key = vec![QUEUE_PREFIX, space];
-    key.extend_from_slice(&id.to_be_bytes());
-    key
-}
-
-pub(super) fn next_id_key() -> Vec<u8> {
-    vec![QUEUE_PREFIX, NEXT_ID]
-}
-
-pub(super) fn header_key(id: u64) -> Vec<u8> {
-    key(HEADERS, id)
-}
-
-pub(super) fn body_key(id: u64) -> Vec<u8> {
-    key(BODIES, id)
-}
 
 /// Bytes a message takes in its header record (what counts against
 /// `maxQueueMessageSize` with the body).
@@ -93,10 +72,6 @@ pub(super) fn decode_header(value: &[u8]) -> Option<(i64, String, Option<String>
     Some((created_at, String::from_utf8(name.to_vec()).ok()?, ray_id))
 }
 
-fn id_of(key: &[u8]) -> Option<u64> {
-    Some(u64::from_be_bytes(key.get(2..10)?.try_into().ok()?))
-}
-
 /// Every stored header, in id order, and the stored next id (0 if none).
 pub(super) async fn load(ctx: &ActorContext) -> anyhow::Result<(Vec<Header>, u64)> {
     let link = ctx.link();
@@ -109,8 +84,7 @@ pub(super) async fn load(ctx: &ActorContext) -> anyhow::Result<(Vec<Header>, u64
         .and_then(|v| Some(u64::from_le_bytes(v.get(..8)?.try_into().ok()?)))
         .unwrap_or(0);
     let mut headers = Vec::new();
-    let mut start = vec![QUEUE_PREFIX, HEADERS];
-    let end = vec![QUEUE_PREFIX, HEADERS + 1];
+    let (mut start, end) = headers_range();
     loop {
         let page =
             link.kv_list_range(ctx.actor_id(), start.clone(), end.clone(), false, Some(HEADER_PAGE as u64)).await?;
@@ -170,7 +144,8 @@ pub(super) async fn delete(ctx: &ActorContext, ids: &[u64]) -> anyhow::Result<()
 /// Deletes every message (headers and bodies; the next id stays).
 pub(super) async fn delete_all(ctx: &ActorContext) -> anyhow::Result<()> {
     ctx.check_writable()?;
-    ctx.link().kv_delete_range(ctx.actor_id(), vec![QUEUE_PREFIX, HEADERS], vec![QUEUE_PREFIX, BODIES + 1]).await
+    let (start, end) = messages_range();
+    ctx.link().kv_delete_range(ctx.actor_id(), start, end).await
 }
 
 #[cfg(test)]

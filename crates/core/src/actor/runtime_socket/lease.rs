@@ -23,7 +23,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, OwnedSemaphorePermit};
 use tokio_util::sync::CancellationToken;
 
-use super::server::Responder;
+use super::responder::Responder;
 use super::sql::{answer_error, invalid_lease, Statement};
 use super::wire::ResponsePayload;
 use crate::sqlite::{ActorDatabase, SqliteTransaction};

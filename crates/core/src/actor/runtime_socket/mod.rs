@@ -14,10 +14,12 @@
 //! - [`frame`]: length-prefixed frames and the frame limit;
 //! - [`server`]: the listener, connections, the bound on requests;
 //! - [`lease`]: transactions spanning requests;
+//! - `responder`: the writing side of a connection;
 //! - [`sql`]: values and errors between the wire and the database.
 
 pub mod frame;
 pub mod lease;
+mod responder;
 pub mod server;
 mod sql;
 pub mod wire;

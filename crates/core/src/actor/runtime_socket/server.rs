@@ -17,13 +17,10 @@
 //! and disconnected; its leases are rolled back. The actor, and the other
 //! connections, are not affected.
 
-use std::collections::HashSet;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::AsyncWriteExt;
-use tokio::net::unix::OwnedWriteHalf;
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
@@ -31,6 +28,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::frame::{read_frame, write_frame, Frame};
 use super::lease::{LeaseOp, LeaseOpKind, LeaseWorker, Leases, MAX_LEASE_TIMEOUT_MS};
+use super::responder::Responder;
 use super::sql::{invalid_lease, Statement};
 use super::wire::{self, GoAwayReason, Request, RequestPayload, ResponsePayload, ServerFrame, ServerHello};
 use crate::sqlite::ActorDatabase;
@@ -47,83 +45,6 @@ pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long the tasks of a connection (or the connections of the socket)
 /// are waited for when it ends, before they are aborted.
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
-
-/// Writes the answers of one connection. Once it went away (a `GoAway`
-/// was sent, or a write failed) nothing more is written.
-/// Once the connection is cancelled, writes give up (the connection is
-/// ending; a frame cut short does not matter), so that nothing waits on a
-/// client that does not read.
-pub(super) struct Responder {
-    writer: tokio::sync::Mutex<Option<OwnedWriteHalf>>,
-    in_flight: Mutex<HashSet<u32>>,
-    max_frame_bytes: u32,
-    cancel: CancellationToken,
-}
-
-impl Responder {
-    fn new(writer: OwnedWriteHalf, max_frame_bytes: u32, cancel: CancellationToken) -> Self {
-        Self { writer: tokio::sync::Mutex::new(Some(writer)), in_flight: Mutex::default(), max_frame_bytes, cancel }
-    }
-
-    fn ids(&self) -> std::sync::MutexGuard<'_, HashSet<u32>> {
-        self.in_flight.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Takes `id` as in flight; false if it already is.
-    fn admit(&self, id: u32) -> bool {
-        self.ids().insert(id)
-    }
-
-    /// Sends the answer to request `id` (`ResponseTooLarge` if it does not
-    /// fit in a frame). The id is free again before the answer is sent, so
-    /// a client may reuse it as soon as it read the answer.
-    pub(super) async fn respond(&self, id: u32, payload: ResponsePayload) {
-        let mut frame = wire::encode_server_frame(&ServerFrame::Response { request_id: id, payload });
-        if frame.len() > self.max_frame_bytes as usize {
-            frame = wire::encode_server_frame(&ServerFrame::Response {
-                request_id: id,
-                payload: ResponsePayload::ResponseTooLarge,
-            });
-        }
-        let mut writer = tokio::select! {
-            biased;
-            _ = self.cancel.cancelled() => return,
-            writer = self.writer.lock() => writer,
-        };
-        self.ids().remove(&id);
-        let Some(stream) = writer.as_mut() else { return };
-        let written: std::io::Result<()> = tokio::select! {
-            biased;
-            _ = self.cancel.cancelled() => Err(std::io::ErrorKind::Interrupted.into()),
-            written = write_frame(stream, &frame) => written,
-        };
-        if let Err(err) = written {
-            tracing::debug!(%err, "runtime socket: writing an answer failed");
-            *writer = None;
-        }
-    }
-
-    /// Sends `GoAway` and closes the writing side; later answers are dropped.
-    async fn go_away(&self, reason: GoAwayReason) {
-        tracing::debug!(?reason, "runtime socket: closing a connection that broke the protocol");
-        let taken = tokio::select! {
-            biased;
-            _ = self.cancel.cancelled() => None,
-            mut writer = self.writer.lock() => writer.take(),
-        };
-        if let Some(mut stream) = taken {
-            let frame = wire::encode_server_frame(&ServerFrame::GoAway(reason));
-            tokio::select! {
-                biased;
-                _ = self.cancel.cancelled() => {}
-                _ = async {
-                    let _ = write_frame(&mut stream, &frame).await;
-                    let _ = stream.shutdown().await;
-                } => {}
-            }
-        }
-    }
-}
 
 /// Accepts connections until `cancel` fires, then ends them and removes
 /// the socket file.

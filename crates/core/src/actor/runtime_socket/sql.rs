@@ -5,7 +5,7 @@ use depot_client::query::SqliteStatementError;
 
 use super::wire::{QueryOk, ResponsePayload, SqlValue};
 use crate::error::RivetError;
-use crate::sqlite::database::STATEMENT_QUEUE_CAPACITY;
+use crate::sqlite::limits::STATEMENT_QUEUE_CAPACITY;
 use crate::sqlite::{ActorDatabase, BindParam, ColumnValue, ExecuteResult, SqliteTransaction};
 
 /// A statement outside any lease, or inside one.

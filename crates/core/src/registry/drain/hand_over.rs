@@ -141,7 +141,7 @@ async fn gateway_quiet(envoy: &EnvoyHandle, refused_at_start: i64) {
     }
     let quiet_ms = GATEWAY_QUIET.as_millis() as i64;
     let waited = tokio::time::timeout(GATEWAY_QUIET_MAX, async {
-        while crate::actor::schedule::now_ms() - envoy.last_refused_request_ms() < quiet_ms {
+        while crate::actor::clock::now_ms() - envoy.last_refused_request_ms() < quiet_ms {
             tokio::time::sleep(GATEWAY_QUIET_POLL).await;
         }
     })
