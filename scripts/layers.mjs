@@ -9,7 +9,8 @@
 // with comments, strings and `#[cfg(test)]` modules left out. A path counts
 // as an import of the file that *defines* the name it ends in: `pub use`
 // re-exports are followed to that file, and a `pub use` line is itself not
-// an import (a folder's facade is not a dependency of its code).
+// an import (a folder's facade is not a dependency of its code) unless the
+// file's own code uses the name.
 //
 // `node scripts/layers.mjs` prints the loops and the upward imports;
 // __test__/layers.test.mjs asserts there are none.
@@ -179,6 +180,16 @@ function readFile(file) {
 	}
 	// Paths written in the code itself.
 	const body = code.replace(/(^|[;{}\s])(pub(?:\([^)]*\))?\s+)?use\s+[^;]+;/g, "$1");
+	// Paths through a child module (`store::load(..)` beside `mod store;`).
+	for (const child of children) {
+		for (const m of body.matchAll(new RegExp(`(?<![\\w:])${child}((?:::[A-Za-z_][A-Za-z0-9_]*)+)`, "g"))) {
+			uses.push([child, ...m[1].split("::").filter(Boolean)]);
+		}
+	}
+	// A re-export the file's own code also uses is an import of it.
+	for (const r of reexports) {
+		if (r.name !== "*" && new RegExp(`\\b${r.name}\\b`).test(body)) uses.push(r.path);
+	}
 	for (const m of body.matchAll(
 		/\b((?:crate|super|self|rivetkit_native_core)(?:::(?:super|[A-Za-z_][A-Za-z0-9_]*))+)/g,
 	)) {
