@@ -547,7 +547,7 @@ mod tests {
     /// A generation that is running (holds taken like the dispatcher does).
     fn fixture() -> Fixture {
         let link = Arc::new(EngineLike::default());
-        let ctx = ActorContext::new(
+        let (ctx, _inbox) = ActorContext::new(
             ActorIdentity {
                 actor_id: ACTOR.into(),
                 generation: 1,
@@ -559,6 +559,7 @@ mod tests {
             CancellationToken::new(),
             link.clone(),
             &crate::actor::ActorConfig::default(),
+            None,
         );
         let hold = ctx.hold_generation();
         Fixture { link, kv: ActorKv::new(ctx.clone()), ctx, _hold: hold }

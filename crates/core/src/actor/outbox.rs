@@ -20,7 +20,9 @@ use std::sync::Mutex;
 use futures::FutureExt;
 use tokio_util::task::TaskTracker;
 
+use super::context::WeakContext;
 use super::save::SaveOptions;
+use super::websocket::{self, Gate, GateHandle};
 use super::ActorContext;
 use crate::error::{catalog, RivetError};
 
@@ -146,11 +148,11 @@ impl ActorContext {
             let outcome = match entry.revision {
                 Some(revision) => tokio::select! {
                     biased;
-                    saved = self.saves().wait_for(revision) => saved.map_err(|err| RivetError::extract(&err)),
+                    saved = self.persisted().saves().wait_for(revision) => saved.map_err(|err| RivetError::extract(&err)),
                     // A task that ended without closing its saves (it
                     // panicked) will not save again.
                     () = self.wait_for_generation_finished() => {
-                        match self.saves().wait_for(revision).now_or_never() {
+                        match self.persisted().saves().wait_for(revision).now_or_never() {
                             Some(saved) => saved.map_err(|err| RivetError::extract(&err)),
                             None => Err(catalog::actor_stopping(Some("the generation ended"))),
                         }
@@ -160,6 +162,21 @@ impl ActorContext {
             };
             (entry.release)(outcome);
         }
+    }
+}
+
+/// A raw WebSocket's frames wait behind the generation's gate, which the
+/// socket holds weakly.
+impl GateHandle for WeakContext {
+    fn upgrade(&self) -> Option<Box<dyn Gate>> {
+        let ctx = WeakContext::upgrade(self).filter(|ctx| ctx.outbox().is_gated())?;
+        Some(Box::new(ctx))
+    }
+}
+
+impl Gate for ActorContext {
+    fn after_save(&self, answer: bool, release: websocket::Release) -> Result<(), RivetError> {
+        ActorContext::after_save(self, if answer { Kind::Answer } else { Kind::Event }, release)
     }
 }
 

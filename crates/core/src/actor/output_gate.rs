@@ -14,30 +14,10 @@ use std::time::Duration;
 
 use futures::FutureExt;
 
+use super::config::OutputGate;
 use super::save::SaveOptions;
-use super::ActorTaskHandle;
+use super::task::ActorTaskHandle;
 use crate::error::{catalog, RivetError};
-
-/// Which answers wait for the engine's acknowledgement.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OutputGate {
-    /// Every action response (HTTP and WebSocket) and raw `onRequest`
-    /// response of an actor with state.
-    On,
-    /// Answers leave as soon as they are ready; state is saved on the
-    /// throttle (`stateSaveInterval`), as in the reference.
-    Off,
-}
-
-impl OutputGate {
-    /// `RIVETKIT_OUTPUT_GATE`: `0`, `false` or `off` turn it off.
-    pub fn from_env() -> Self {
-        match std::env::var("RIVETKIT_OUTPUT_GATE").map(|v| v.to_ascii_lowercase()) {
-            Ok(v) if matches!(v.as_str(), "0" | "false" | "off") => Self::Off,
-            _ => Self::On,
-        }
-    }
-}
 
 impl ActorTaskHandle {
     /// Resolves once the answer to work that just finished may leave: at
@@ -55,10 +35,10 @@ impl ActorTaskHandle {
             return Err(not_saved("the generation stopped before the save").into_anyhow());
         };
         let saved = tokio::select! {
-            saved = ctx.saves().wait_for(revision) => saved,
+            saved = ctx.persisted().saves().wait_for(revision) => saved,
             // A task that ended without answering (it never started, or
             // panicked) will not save again.
-            _ = self.join() => ctx.saves().wait_for(revision).now_or_never().unwrap_or_else(|| {
+            _ = self.join() => ctx.persisted().saves().wait_for(revision).now_or_never().unwrap_or_else(|| {
                 Err(catalog::actor_stopping(Some("the generation ended")).into_anyhow())
             }),
         };
