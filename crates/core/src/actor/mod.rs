@@ -21,6 +21,7 @@ pub mod inspector;
 pub mod key;
 pub mod key_owner;
 pub mod kv;
+pub mod kv_limits;
 pub mod lifecycle;
 pub mod link;
 pub mod outbox;

@@ -9,14 +9,20 @@
 //! whatever the order. Group commit falls out of the save loop: one save
 //! runs at a time, and every gate opened while it runs is covered by the
 //! next one. A save whose record did not change writes nothing.
+//!
+//! Events, broadcasts and raw WebSocket frames wait the same way, in the
+//! generation's ordered outbox ([`super::outbox`]; [`ActorContext::after_save`]).
 
 use std::time::Duration;
 
 use futures::FutureExt;
 
 use super::config::OutputGate;
+use super::context::{ActorContext, WeakContext};
+use super::outbox::{Kind, Released};
 use super::save::SaveOptions;
 use super::task::ActorTaskHandle;
+use super::websocket::{self, Gate, GateHandle};
 use crate::error::{catalog, RivetError};
 
 impl ActorTaskHandle {
@@ -55,4 +61,65 @@ pub fn unconfirmed(cause: &RivetError) -> RivetError {
 /// the save of what it changed, so the answer is withheld.
 fn not_saved(reason: &str) -> RivetError {
     catalog::actor_save_unconfirmed(reason)
+}
+
+impl ActorContext {
+    /// Runs `release` once the save covering everything this generation
+    /// changed so far is acknowledged, after every output queued before it
+    /// (at once when the outbox is not gated). `Err` (`actor.overloaded`)
+    /// if an event finds the queue full; `release` is then not called.
+    pub fn after_save(&self, kind: Kind, release: impl FnOnce(Released) + Send + 'static) -> Result<(), RivetError> {
+        let outbox = self.outbox();
+        let Some(runtime) = outbox.drain_runtime() else {
+            release(Ok(()));
+            return Ok(());
+        };
+        outbox.push(
+            kind,
+            &runtime,
+            || self.request_save(SaveOptions { immediate: true, max_wait: None }),
+            Box::new(release),
+            || {
+                let ctx = self.clone();
+                async move { ctx.drain_outbox().await }
+            },
+        )
+    }
+
+    async fn drain_outbox(self) {
+        loop {
+            let Some(entry) = self.outbox().pop() else { return };
+            let outcome = match entry.revision {
+                Some(revision) => tokio::select! {
+                    biased;
+                    saved = self.persisted().saves().wait_for(revision) => saved.map_err(|err| RivetError::extract(&err)),
+                    // A task that ended without closing its saves (it
+                    // panicked) will not save again.
+                    () = self.wait_for_generation_finished() => {
+                        match self.persisted().saves().wait_for(revision).now_or_never() {
+                            Some(saved) => saved.map_err(|err| RivetError::extract(&err)),
+                            None => Err(catalog::actor_stopping(Some("the generation ended"))),
+                        }
+                    }
+                },
+                None => Err(catalog::actor_stopping(Some("the generation stopped before the save"))),
+            };
+            (entry.release)(outcome);
+        }
+    }
+}
+
+/// A raw WebSocket's frames wait behind the generation's gate, which the
+/// socket holds weakly.
+impl GateHandle for WeakContext {
+    fn upgrade(&self) -> Option<Box<dyn Gate>> {
+        let ctx = WeakContext::upgrade(self).filter(|ctx| ctx.outbox().is_gated())?;
+        Some(Box::new(ctx))
+    }
+}
+
+impl Gate for ActorContext {
+    fn after_save(&self, answer: bool, release: websocket::Release) -> Result<(), RivetError> {
+        ActorContext::after_save(self, if answer { Kind::Answer } else { Kind::Event }, release)
+    }
 }
