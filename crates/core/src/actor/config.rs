@@ -54,7 +54,7 @@ pub struct ActorConfig {
     pub enable_actor_runtime_socket: bool,
     /// Whether answers wait for the save of what they changed
     /// (docs/durability.md); on by default.
-    pub output_gate: super::OutputGate,
+    pub output_gate: OutputGate,
 }
 
 /// One entry of the inspector's tab list: a custom tab (`label` set), or a
@@ -100,7 +100,28 @@ impl Default for ActorConfig {
             actions: Vec::new(),
             inspector_tabs: Vec::new(),
             enable_actor_runtime_socket: false,
-            output_gate: super::OutputGate::On,
+            output_gate: OutputGate::On,
+        }
+    }
+}
+
+/// Which answers wait for the engine's acknowledgement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutputGate {
+    /// Every action response (HTTP and WebSocket) and raw `onRequest`
+    /// response of an actor with state.
+    On,
+    /// Answers leave as soon as they are ready; state is saved on the
+    /// throttle (`stateSaveInterval`), as in the reference.
+    Off,
+}
+
+impl OutputGate {
+    /// `RIVETKIT_OUTPUT_GATE`: `0`, `false` or `off` turn it off.
+    pub fn from_env() -> Self {
+        match crate::env::get(crate::env::RIVETKIT_OUTPUT_GATE).map(|v| v.to_ascii_lowercase()) {
+            Some(v) if matches!(v.as_str(), "0" | "false" | "off") => Self::Off,
+            _ => Self::On,
         }
     }
 }

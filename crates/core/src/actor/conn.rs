@@ -240,6 +240,9 @@ pub struct ConnRecord {
     pub hibernation: Hibernation,
 }
 
+/// The write numbers of this generation's chunked records, by connection id.
+pub type ChunkedWrites = HashMap<String, u32>;
+
 /// The live connections of one generation.
 #[derive(Default)]
 pub struct Connections {
@@ -249,7 +252,7 @@ pub struct Connections {
     forgotten: Mutex<Vec<String>>,
     /// Records stored in chunks, and their current write (see
     /// [`super::conn_store`]).
-    chunked: Mutex<super::conn_store::ChunkedWrites>,
+    chunked: Mutex<ChunkedWrites>,
     /// Moves on every insert and removal (the inspector's revision).
     revision: std::sync::atomic::AtomicU64,
 }

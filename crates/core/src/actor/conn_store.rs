@@ -19,8 +19,6 @@
 //! Every request respects the engine's limits (keys per call, bytes per
 //! put), so any number of connections can change or end in one save.
 
-use std::collections::HashMap;
-
 use super::keys::conn::{chunk_key, chunks_end, chunks_of, record_key, write_bound};
 use super::keys::CONN_PREFIX;
 use super::kv::{put_chunks, ENGINE_MAX_KEYS, MAX_VALUE_SIZE};
@@ -33,9 +31,6 @@ const CHUNK_SIZE: usize = 120 * 1024;
 /// Chunks per get: answers stay a few MiB (large answers stall the link).
 const CHUNKS_PER_GET: usize = 32;
 const HEADER_MARKER: u8 = 0;
-
-/// The write numbers of this generation's chunked records, by connection id.
-pub type ChunkedWrites = HashMap<String, u32>;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Header {

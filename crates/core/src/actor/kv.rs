@@ -89,19 +89,10 @@ use super::link::KvEntries;
 use super::ActorContext;
 use crate::error::{catalog, RivetError};
 
-/// Longest user key, in bytes (the engine's 2048 minus framing and prefix).
-pub const MAX_KEY_SIZE: usize = ENGINE_MAX_KEY_SIZE - ENGINE_KEY_OVERHEAD - 1;
-/// Longest value, in bytes.
-pub const MAX_VALUE_SIZE: usize = 128 * 1024;
+pub use super::kv_limits::{
+    ENGINE_KEY_OVERHEAD, ENGINE_MAX_KEYS, ENGINE_MAX_KEY_SIZE, ENGINE_MAX_PUT_PAYLOAD, MAX_KEY_SIZE, MAX_VALUE_SIZE,
+};
 
-/// The engine's limit on an encoded key.
-pub const ENGINE_MAX_KEY_SIZE: usize = 2048;
-/// Bytes the engine adds to a key before checking [`ENGINE_MAX_KEY_SIZE`].
-pub const ENGINE_KEY_OVERHEAD: usize = 2;
-/// Most keys the engine accepts in one get, put or delete.
-pub const ENGINE_MAX_KEYS: usize = 128;
-/// Most bytes (encoded keys plus values) the engine accepts in one put.
-pub const ENGINE_MAX_PUT_PAYLOAD: usize = 976 * 1024;
 /// Entries asked for per list request: at most about 16 MiB with the
 /// largest values (see the module doc).
 pub const LIST_PAGE_SIZE: usize = 128;
@@ -538,7 +529,7 @@ mod tests {
     /// A generation that is running (holds taken like the dispatcher does).
     fn fixture() -> Fixture {
         let link = Arc::new(EngineLike::default());
-        let ctx = ActorContext::new(
+        let (ctx, _inbox) = ActorContext::new(
             ActorIdentity {
                 actor_id: ACTOR.into(),
                 generation: 1,
@@ -550,6 +541,7 @@ mod tests {
             CancellationToken::new(),
             link.clone(),
             &crate::actor::ActorConfig::default(),
+            None,
         );
         let hold = ctx.hold_generation();
         Fixture { link, kv: ActorKv::new(ctx.clone()), ctx, _hold: hold }

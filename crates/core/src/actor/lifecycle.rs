@@ -24,7 +24,7 @@
 
 use crate::error::{catalog, RivetError};
 
-use super::ShutdownKind;
+use super::commands::ShutdownKind;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Phase {

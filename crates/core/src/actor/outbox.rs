@@ -12,16 +12,15 @@
 //!
 //! The drain runs only while the queue holds something; it is tracked, and
 //! the generation's stop waits for it (its saves end with the generation,
-//! so it cannot outlive it by more than one release).
+//! so it cannot outlive it by more than one release). It is the context's
+//! ([`super::output_gate`]): this file holds only the queue, a part of the
+//! context.
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
 
-use futures::FutureExt;
 use tokio_util::task::TaskTracker;
 
-use super::save::SaveOptions;
-use super::ActorContext;
 use crate::error::{catalog, RivetError};
 
 /// Outputs waiting, at most. Events beyond it are refused (an actor that
@@ -33,12 +32,12 @@ pub const MAX_QUEUED: usize = 4096;
 /// acknowledged, else why the change may not survive.
 pub type Released = Result<(), RivetError>;
 
-type Release = Box<dyn FnOnce(Released) + Send>;
+pub type Release = Box<dyn FnOnce(Released) + Send>;
 
-struct Entry {
+pub(crate) struct Entry {
     /// The save revision that covers the output; `None`: no save will.
-    revision: Option<u64>,
-    release: Release,
+    pub(crate) revision: Option<u64>,
+    pub(crate) release: Release,
 }
 
 #[derive(Default)]
@@ -95,6 +94,50 @@ impl Outbox {
         self.queue.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Where a drain would run; `None` when the gate is off (or there is no
+    /// runtime to run one): outputs are then released at once.
+    pub(crate) fn drain_runtime(&self) -> Option<tokio::runtime::Handle> {
+        let runtime = self.runtime.clone().or_else(|| tokio::runtime::Handle::try_current().ok());
+        runtime.filter(|_| self.gated)
+    }
+
+    /// Queues `release` behind the save `request_save` asks for, and, if no
+    /// drain runs, starts `drain` on `runtime`. `Err` (`actor.overloaded`)
+    /// if an event finds the queue full; `release` is then not called.
+    pub(crate) fn push<F>(
+        &self,
+        kind: Kind,
+        runtime: &tokio::runtime::Handle,
+        request_save: impl FnOnce() -> Option<u64>,
+        release: Release,
+        drain: impl FnOnce() -> F,
+    ) -> Result<(), RivetError>
+    where
+        F: std::future::Future<Output = ()> + Send + 'static,
+    {
+        let mut queue = self.lock();
+        if kind == Kind::Event && queue.entries.len() >= MAX_QUEUED {
+            return Err(catalog::actor_overloaded("outbox", "send an event before its save", MAX_QUEUED));
+        }
+        let revision = request_save();
+        queue.entries.push_back(Entry { revision, release });
+        if !queue.draining {
+            queue.draining = true;
+            self.tasks.spawn_on(drain(), runtime);
+        }
+        Ok(())
+    }
+
+    /// The next output to release, oldest first; `None` ends the drain.
+    pub(crate) fn pop(&self) -> Option<Entry> {
+        let mut queue = self.lock();
+        let entry = queue.entries.pop_front();
+        if entry.is_none() {
+            queue.draining = false;
+        }
+        entry
+    }
+
     /// Resolves once no drain runs, at most `bound` from now.
     pub async fn idle(&self, bound: std::time::Duration) {
         self.tasks.close();
@@ -102,64 +145,6 @@ impl Outbox {
             tracing::warn!(waiting = self.len(), "gated outputs were still waiting when the generation stopped");
         }
         self.tasks.reopen();
-    }
-}
-
-impl ActorContext {
-    /// Runs `release` once the save covering everything this generation
-    /// changed so far is acknowledged, after every output queued before it
-    /// (at once when the outbox is not gated). `Err` (`actor.overloaded`)
-    /// if an event finds the queue full; `release` is then not called.
-    pub fn after_save(&self, kind: Kind, release: impl FnOnce(Released) + Send + 'static) -> Result<(), RivetError> {
-        let outbox = self.outbox();
-        let runtime = outbox.runtime.clone().or_else(|| tokio::runtime::Handle::try_current().ok());
-        let Some(runtime) = runtime.filter(|_| outbox.gated) else {
-            release(Ok(()));
-            return Ok(());
-        };
-        let mut queue = outbox.lock();
-        if kind == Kind::Event && queue.entries.len() >= MAX_QUEUED {
-            return Err(catalog::actor_overloaded("outbox", "send an event before its save", MAX_QUEUED));
-        }
-        let revision = self.request_save(SaveOptions { immediate: true, max_wait: None });
-        queue.entries.push_back(Entry { revision, release: Box::new(release) });
-        if !queue.draining {
-            queue.draining = true;
-            let ctx = self.clone();
-            outbox.tasks.spawn_on(async move { ctx.drain_outbox().await }, &runtime);
-        }
-        Ok(())
-    }
-
-    async fn drain_outbox(self) {
-        loop {
-            let entry = {
-                let mut queue = self.outbox().lock();
-                match queue.entries.pop_front() {
-                    Some(entry) => entry,
-                    None => {
-                        queue.draining = false;
-                        return;
-                    }
-                }
-            };
-            let outcome = match entry.revision {
-                Some(revision) => tokio::select! {
-                    biased;
-                    saved = self.saves().wait_for(revision) => saved.map_err(|err| RivetError::extract(&err)),
-                    // A task that ended without closing its saves (it
-                    // panicked) will not save again.
-                    () = self.wait_for_generation_finished() => {
-                        match self.saves().wait_for(revision).now_or_never() {
-                            Some(saved) => saved.map_err(|err| RivetError::extract(&err)),
-                            None => Err(catalog::actor_stopping(Some("the generation ended"))),
-                        }
-                    }
-                },
-                None => Err(catalog::actor_stopping(Some("the generation stopped before the save"))),
-            };
-            (entry.release)(outcome);
-        }
     }
 }
 

@@ -47,11 +47,11 @@ impl StateTransaction {
     pub async fn begin(ctx: &ActorContext, timeout: Option<Duration>) -> anyhow::Result<Self> {
         ctx.check_writable()?;
         let timeout = timeout.unwrap_or(DEFAULT_TRANSACTION_TIMEOUT);
-        let mark = ctx.workflow_mark().clone().lock_owned().await;
+        let mark = ctx.persisted().workflow_mark().clone().lock_owned().await;
         // Holding the save lock, the wait for a plain SQLite transaction
         // ends at the final save, which would otherwise wait behind it.
         let gave_up = tokio_util::sync::CancellationToken::new();
-        let mut phase = ctx.subscribe_phase();
+        let mut phase = ctx.signals().subscribe_phase();
         let give_up_at_final_save = async {
             let _ = phase.wait_for(|p| matches!(p, Phase::Finalizing | Phase::Stopped)).await;
             gave_up.cancel();
@@ -68,7 +68,7 @@ impl StateTransaction {
             timer: Mutex::new(None),
         });
         let weak: Weak<Inner> = Arc::downgrade(&inner);
-        let mut phase = ctx.subscribe_phase();
+        let mut phase = ctx.signals().subscribe_phase();
         // Ends with the transaction (aborted by commit and rollback); holds
         // no strong reference, so a dropped transaction ends here too. The
         // final save must not wait for a transaction nobody will finish.

@@ -37,6 +37,7 @@ use crate::error::RivetError;
 
 use super::keys::state::chunk_key;
 use super::keys::ACTOR_RECORD_KEY;
+use super::persisted::Fingerprint;
 use super::ActorContext;
 
 const RECORD_VERSION: u16 = 1;
@@ -173,25 +174,19 @@ pub async fn load_record(ctx: &ActorContext) -> anyhow::Result<Option<ActorRecor
     let Header { mut record, chunked } = decode_header(&bytes)?;
     if let Some(c) = chunked {
         record.state = load_chunks(ctx, c).await?;
-        ctx.set_state_slot(c.slot);
+        ctx.persisted().set_state_slot(c.slot);
     }
-    *ctx.lock_writes().await = Some(Fingerprint::of(&record));
+    *ctx.persisted().lock_writes().await = Some(fingerprint(&record));
     Ok(Some(record))
 }
 
-/// A 128-bit digest of an actor record (two SipHash digests with keys
-/// drawn once per process): what the engine holds, so that a save of an
-/// unchanged record writes nothing.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Fingerprint([u64; 2]);
-
-impl Fingerprint {
-    fn of(record: &ActorRecord) -> Self {
-        use std::hash::BuildHasher;
-        static KEYS: std::sync::OnceLock<[std::hash::RandomState; 2]> = std::sync::OnceLock::new();
-        let keys = KEYS.get_or_init(|| [std::hash::RandomState::new(), std::hash::RandomState::new()]);
-        Self(keys.each_ref().map(|key| key.hash_one(record)))
-    }
+/// The [`Fingerprint`] of an actor record: two SipHash digests with keys
+/// drawn once per process.
+fn fingerprint(record: &ActorRecord) -> Fingerprint {
+    use std::hash::BuildHasher;
+    static KEYS: std::sync::OnceLock<[std::hash::RandomState; 2]> = std::sync::OnceLock::new();
+    let keys = KEYS.get_or_init(|| [std::hash::RandomState::new(), std::hash::RandomState::new()]);
+    Fingerprint(keys.each_ref().map(|key| key.hash_one(record)))
 }
 
 async fn load_chunks(ctx: &ActorContext, c: Chunked) -> anyhow::Result<Vec<u8>> {
@@ -216,7 +211,7 @@ pub async fn save_record(ctx: &ActorContext) -> anyhow::Result<()> {
     // Never between a workflow flush's SQLite commit and its KV put, whose
     // state copy would otherwise win over this save after a crash
     // (docs/workflows.md).
-    let _flush = ctx.workflow_mark().lock().await;
+    let _flush = ctx.persisted().workflow_mark().lock().await;
     save_record_with(ctx, Vec::new()).await
 }
 
@@ -224,10 +219,10 @@ pub async fn save_record(ctx: &ActorContext) -> anyhow::Result<()> {
 /// record (its header for a chunked state), so they land together. With
 /// `extra`, the record is written even when the engine already holds it.
 pub async fn save_record_with(ctx: &ActorContext, extra: Vec<(Vec<u8>, Vec<u8>)>) -> anyhow::Result<()> {
-    let mut persisted = ctx.lock_writes().await;
+    let mut persisted = ctx.persisted().lock_writes().await;
     ctx.check_writable()?;
     let record = ActorRecord { initialized: true, alarm: ctx.alarm(), state: ctx.state() };
-    let fingerprint = Fingerprint::of(&record);
+    let fingerprint = fingerprint(&record);
     if extra.is_empty() && *persisted == Some(fingerprint) {
         return Ok(());
     }
@@ -256,7 +251,7 @@ async fn write_record(ctx: &ActorContext, record: ActorRecord, extra: Vec<(Vec<u
         .into_anyhow());
     }
     // Chunks into the slot the current header does not use, then the header.
-    let slot = ctx.state_slot().map_or(0, |s| 1 - s);
+    let slot = ctx.persisted().state_slot().map_or(0, |s| 1 - s);
     let chunks: Vec<(Vec<u8>, Vec<u8>)> = record
         .state
         .chunks(CHUNK_SIZE)
@@ -270,7 +265,7 @@ async fn write_record(ctx: &ActorContext, record: ActorRecord, extra: Vec<(Vec<u
     let mut entries = vec![(ACTOR_RECORD_KEY.to_vec(), record.encode_header(Some(header)))];
     entries.extend(extra);
     ctx.link().kv_put(ctx.actor_id(), entries, lost).await?;
-    ctx.set_state_slot(slot);
+    ctx.persisted().set_state_slot(slot);
     Ok(())
 }
 

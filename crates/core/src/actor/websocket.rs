@@ -33,8 +33,7 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use rivet_envoy_client::config::WebSocketSender;
 
-use super::outbox::Kind;
-use super::ConnTransport;
+use super::conn::ConnTransport;
 use crate::error::{catalog, RivetError};
 
 /// Events of one socket the host has not handled yet: waiting for a sink,
@@ -140,7 +139,26 @@ struct Inner {
     on_finish: Mutex<Option<Box<dyn FnOnce() + Send>>>,
     /// The generation whose output gate holds this socket's frames
     /// (docs/durability.md); unset: frames leave at once.
-    gate: OnceLock<super::context::WeakContext>,
+    gate: OnceLock<Box<dyn GateHandle>>,
+}
+
+/// What a frame is told once its save is acknowledged, or why it was not.
+pub type Release = Box<dyn FnOnce(Result<(), RivetError>) + Send>;
+
+/// The generation whose output gate holds a socket's frames, held weakly
+/// (the context's weak handle implements it, in [`super::outbox`]): the
+/// socket neither keeps the generation alive nor needs to know its type.
+pub trait GateHandle: Send + Sync + 'static {
+    /// The gate, while its generation lives and the gate is on.
+    fn upgrade(&self) -> Option<Box<dyn Gate>>;
+}
+
+/// A live output gate ([`super::outbox`]).
+pub trait Gate {
+    /// Runs `release` once the save covering what the generation changed so
+    /// far is acknowledged. An `answer` always queues; an event may be
+    /// refused (`actor.overloaded`), and `release` is then not called.
+    fn after_save(&self, answer: bool, release: Release) -> Result<(), RivetError>;
 }
 
 #[derive(Default)]
@@ -184,14 +202,14 @@ impl RawWebSocket {
         }))
     }
 
-    /// Holds this socket's frames behind `ctx`'s output gate (once).
-    pub fn set_gate(&self, ctx: &super::ActorContext) {
-        let _ = self.0.gate.set(ctx.downgrade());
+    /// Holds this socket's frames behind a generation's output gate (once).
+    pub fn set_gate(&self, gate: impl GateHandle) {
+        let _ = self.0.gate.set(Box::new(gate));
     }
 
-    /// The generation that gates this socket, if its gate is on.
-    fn gate(&self) -> Option<super::ActorContext> {
-        self.0.gate.get().and_then(|weak| weak.upgrade()).filter(|ctx| ctx.outbox().is_gated())
+    /// The generation's gate, if it lives and its gate is on.
+    fn gate(&self) -> Option<Box<dyn Gate>> {
+        self.0.gate.get().and_then(|handle| handle.upgrade())
     }
 
     /// Binds the gateway's sender (once; later calls are ignored).
@@ -216,10 +234,13 @@ impl RawWebSocket {
         match self.gate() {
             Some(ctx) => {
                 let sender = sender.clone();
-                ctx.after_save(Kind::Event, move |released| match released {
-                    Ok(()) => sender.send(data, binary),
-                    Err(err) => tracing::debug!(error = %err.message, "a raw websocket frame was dropped: what it reports was not saved"),
-                })
+                ctx.after_save(
+                    false,
+                    Box::new(move |released| match released {
+                        Ok(()) => sender.send(data, binary),
+                        Err(err) => tracing::debug!(error = %err.message, "a raw websocket frame was dropped: what it reports was not saved"),
+                    }),
+                )
                 .map_err(RivetError::into_anyhow)
             }
             None => {
@@ -240,7 +261,7 @@ impl RawWebSocket {
             (Some(ctx), Some(sender)) if !self.0.closed.swap(true, Ordering::AcqRel) => {
                 let (sender, reason) = (sender.clone(), reason.clone());
                 // An answer always queues; the close goes out whatever the save did.
-                let _ = ctx.after_save(Kind::Answer, move |_| sender.close(Some(code), Some(reason)));
+                let _ = ctx.after_save(true, Box::new(move |_| sender.close(Some(code), Some(reason))));
             }
             (Some(_), Some(_)) => {}
             _ => self.send_close(code, &reason),

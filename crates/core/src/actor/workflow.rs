@@ -65,7 +65,7 @@ pub async fn save_state_and_batch(
     hooks: Option<&dyn ActorHooks>,
     writes: Vec<WorkflowKvWrite>,
 ) -> anyhow::Result<()> {
-    let mut mark = ctx.workflow_mark().lock().await;
+    let mut mark = ctx.persisted().workflow_mark().lock().await;
     ctx.check_writable()?;
     if let Some(hooks) = hooks {
         crate::actor::task::persist::refresh_state(ctx, hooks).await;
@@ -139,7 +139,7 @@ pub async fn reconcile(
         .execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '_rivet_wf_state'".to_string(), None)
         .await?;
     if exists.rows.is_empty() {
-        *ctx.workflow_mark().lock().await = Some(known);
+        *ctx.persisted().workflow_mark().lock().await = Some(known);
         return Ok(Some(record));
     }
     let row = db.execute("SELECT revision, state FROM _rivet_wf_state WHERE id = 1".to_string(), None).await?;
@@ -155,9 +155,9 @@ pub async fn reconcile(
             ctx.set_state(state.clone());
             record.state = state;
             storage::save_record_with(ctx, vec![mark_entry(revision)]).await?;
-            *ctx.workflow_mark().lock().await = Some(revision);
+            *ctx.persisted().workflow_mark().lock().await = Some(revision);
         }
-        None => *ctx.workflow_mark().lock().await = Some(known),
+        None => *ctx.persisted().workflow_mark().lock().await = Some(known),
     }
     Ok(Some(record))
 }

@@ -32,7 +32,7 @@ use super::failed_start::FailedStart;
 use super::state::{Generation, State};
 use super::{Dispatcher, InstanceKey, InstanceRecord, PendingStop, OLDER_GENERATION_STOP_TIMEOUT};
 use crate::actor::task::spawn_actor_task;
-use crate::actor::{ActorContext, ShutdownKind};
+use crate::actor::{ActorContext, Inbox, ShutdownKind};
 use crate::error::{catalog, RivetError};
 
 use std::sync::Arc;
@@ -67,9 +67,10 @@ pub(super) fn take_failed_start(state: &mut State, key: &InstanceKey) -> bool {
 
 impl Dispatcher {
     /// Starts generation `ctx.generation()` of `ctx.actor_id()` with the
-    /// factory registered as `name`. Resolves after the start hooks ran
+    /// factory registered as `name`; its task reads `inbox`, the traffic
+    /// queue `ctx` was built with. Resolves after the start hooks ran
     /// (invariant I9) or with the start error.
-    pub async fn start_actor(self: &Arc<Self>, name: &str, ctx: ActorContext) -> anyhow::Result<()> {
+    pub async fn start_actor(self: &Arc<Self>, name: &str, ctx: ActorContext, inbox: Inbox) -> anyhow::Result<()> {
         let key = InstanceKey::new(ctx.actor_id(), ctx.generation());
         let duplicate = {
             let mut state = self.lock();
@@ -113,7 +114,7 @@ impl Dispatcher {
             }
         };
 
-        let handle = spawn_actor_task(ctx.clone(), factory, hold);
+        let handle = spawn_actor_task(ctx.clone(), inbox, factory, hold);
         match handle.start().await {
             Ok(()) => {
                 let parked = {

@@ -95,12 +95,15 @@ impl EnvoyCallbacks for RegistryCallbacks {
             region: self.region.clone(),
             input: config.input,
         };
-        // Built once its type is known: its limits and intervals come with it.
-        let actor_config = dispatcher.factory(&config.name).map(|f| f.config.clone()).unwrap_or_default();
-        let ctx = ActorContext::new(identity, lost, Arc::new(EnvoyLink(handle, self.key_index.clone())), &actor_config);
+        // Built once its type is known: its limits, intervals and hooks come with it.
+        let factory = dispatcher.factory(&config.name);
+        let actor_config = factory.as_ref().map(|f| f.config.clone()).unwrap_or_default();
+        let hooks = factory.map(|f| f.hooks.clone());
+        let link = Arc::new(EnvoyLink(handle, self.key_index.clone()));
+        let (ctx, inbox) = ActorContext::new(identity, lost, link, &actor_config, hooks);
         async move {
             tracing::debug!(actor_id = %ctx.actor_id(), generation = ctx.generation(), name = %config.name, "actor start");
-            let result = dispatcher.start_actor(&config.name, ctx.clone()).await;
+            let result = dispatcher.start_actor(&config.name, ctx.clone(), inbox).await;
             if let Err(err) = &result {
                 tracing::warn!(actor_id = %ctx.actor_id(), generation = ctx.generation(), error = %format!("{err:#}"), "actor start failed");
             }

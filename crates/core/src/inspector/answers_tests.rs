@@ -6,9 +6,18 @@ use crate::actor::{queue, Conn};
 /// A context whose actor id is unique in the process (the database's VFS
 /// is named after it).
 fn context(name: &str) -> ActorContext {
+    ActorContext::for_test(&unique(name), 1)
+}
+
+/// [`context`], for an actor type with `hooks`.
+fn context_with(name: &str, hooks: std::sync::Arc<dyn crate::actor::ActorHooks>) -> ActorContext {
+    ActorContext::for_test_with_hooks(&unique(name), 1, hooks)
+}
+
+fn unique(name: &str) -> String {
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    ActorContext::for_test(&format!("inspector-{name}-{n}"), 1)
+    format!("inspector-{name}-{n}")
 }
 
 fn decoded(bytes: &[u8]) -> Value {
@@ -122,16 +131,14 @@ impl crate::actor::ActorHooks for Workflow {
 
 #[tokio::test]
 async fn the_workflow_history_and_its_replays_come_from_the_host() {
-    let ctx = context("replay");
-    ctx.set_hooks(std::sync::Arc::new(Workflow { hang: false }));
+    let ctx = context_with("replay", std::sync::Arc::new(Workflow { hang: false }));
     assert_eq!(workflow_history(&ctx, Duration::from_secs(5)).await.unwrap(), (true, Some(vec![1, 2])));
     let replays = ctx.inspector().subscribe_workflow();
     let replayed = workflow_replay(&ctx, Some("e1".into()), Duration::from_secs(5)).await.unwrap();
     assert_eq!(replayed, (true, Some(b"e1".to_vec())));
     assert!(replays.has_changed().unwrap(), "a replay is pushed to the sockets");
 
-    let hung = context("hung");
-    hung.set_hooks(std::sync::Arc::new(Workflow { hang: true }));
+    let hung = context_with("hung", std::sync::Arc::new(Workflow { hang: true }));
     let err = workflow_history(&hung, Duration::from_millis(20)).await.unwrap_err();
     assert_eq!(RivetError::extract(&err).qualified_code(), "inspector.workflow_timed_out");
 }

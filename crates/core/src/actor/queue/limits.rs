@@ -3,7 +3,7 @@
 
 use serde_json::json;
 
-use crate::actor::kv::MAX_VALUE_SIZE;
+use crate::actor::kv_limits::MAX_VALUE_SIZE;
 use crate::error::RivetError;
 
 /// The reference's default `maxQueueSize`.

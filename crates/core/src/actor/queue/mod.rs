@@ -21,6 +21,7 @@
 //! generation can neither add nor remove messages (`actor.stopping`).
 
 pub mod limits;
+pub mod send;
 pub mod store;
 mod wait;
 
@@ -34,6 +35,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::ActorContext;
 pub use limits::Limits;
+pub use send::{QueueSendResult, QueueSendStatus};
 use wait::{WaitGuard, Woken};
 
 /// What the queue keeps in memory of one message.
@@ -57,38 +59,6 @@ pub struct QueueMessage {
     /// The ray ID of the invocation that sent it, if it had one.
     pub ray_id: Option<String>,
     completion: Option<Completion>,
-}
-
-/// The answer to a client's `POST /queue/{name}`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct QueueSendResult {
-    pub status: QueueSendStatus,
-    /// The consumer's answer (CBOR), when the client waited for one.
-    pub response: Option<Vec<u8>>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum QueueSendStatus {
-    Completed,
-    TimedOut,
-}
-
-impl QueueSendStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            QueueSendStatus::Completed => "completed",
-            QueueSendStatus::TimedOut => "timedOut",
-        }
-    }
-
-    /// The status a JavaScript `onQueueSend` returns.
-    pub fn parse(status: &str) -> Option<Self> {
-        match status {
-            "completed" => Some(QueueSendStatus::Completed),
-            "timedOut" => Some(QueueSendStatus::TimedOut),
-            _ => None,
-        }
-    }
 }
 
 /// Which messages a receive takes, and how.

@@ -433,7 +433,7 @@ fn context(enabled: bool) -> (ActorContext, Arc<MemoryLink>) {
         input: None,
     };
     let config = ActorConfig { enable_actor_runtime_socket: enabled, ..ActorConfig::default() };
-    (ActorContext::new(identity, CancellationToken::new(), link.clone(), &config), link)
+    (ActorContext::new(identity, CancellationToken::new(), link.clone(), &config, None).0, link)
 }
 
 fn code(err: &anyhow::Error) -> String {

@@ -6,29 +6,32 @@ use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use super::action_slots::{ActionSlot, Reserved};
-use super::commands::DispatchCommand;
-use super::commands::ShutdownKind;
 use super::ActorTask;
+use crate::actor::commands::DispatchCommand;
+use crate::actor::commands::ShutdownKind;
 use crate::actor::lifecycle::Phase;
 use crate::actor::HttpResponse;
 use crate::error::{catalog, RivetError};
 
 impl ActorTask {
-    /// Admission again as the command arrives (the phase may have moved
-    /// since the dispatcher admitted it).
-    fn admit(&self) -> anyhow::Result<()> {
-        self.ctx.admit()
-    }
-
-    /// [`Self::admit`] for work whose answer the output gate holds: refused
-    /// during sleep grace with RivetKit's retryable `actor.restarting`
-    /// (it never runs here; the client retries on the next generation).
-    /// RivetKit drops the actor's state from memory at the end of
-    /// `onSleep`, so what such work changed could be lost after its
-    /// answer was confirmed (docs/durability.md, "Sleep grace").
-    fn admit_answered(&self) -> anyhow::Result<()> {
-        self.admit()?;
-        if self.gates_answers() && self.ctx.phase() == Phase::Stopping(ShutdownKind::Sleep) {
+    /// Admission of a command as it arrives (check 3 of docs/admission.md),
+    /// the one door every command goes through: the table of
+    /// [`crate::actor::lifecycle::admit`] again, since the phase may have
+    /// moved since the dispatcher admitted it.
+    ///
+    /// Work whose answer the output gate holds (raw HTTP requests and
+    /// actions) is also refused during sleep grace, with RivetKit's
+    /// retryable `actor.restarting` (it never runs here; the client retries
+    /// on the next generation). RivetKit drops the actor's state from
+    /// memory at the end of `onSleep`, so what such work changed could be
+    /// lost after its answer was confirmed (docs/durability.md, "Sleep grace").
+    fn admit(&self, cmd: &DispatchCommand) -> anyhow::Result<()> {
+        self.ctx.admit()?;
+        let answered = matches!(
+            cmd,
+            DispatchCommand::Http { .. } | DispatchCommand::Action { .. } | DispatchCommand::HttpAction { .. }
+        );
+        if answered && self.gates_answers() && self.ctx.phase() == Phase::Stopping(ShutdownKind::Sleep) {
             return Err(catalog::actor_restarting("the generation is going to sleep").into_anyhow());
         }
         Ok(())
@@ -39,13 +42,13 @@ impl ActorTask {
             // Nobody waits for it any more: the work never starts.
             return;
         }
+        if let Err(err) = self.admit(&cmd) {
+            cmd.refuse(err.context(self.ctx.specifier()));
+            return;
+        }
         let cancel = CancellationToken::new();
         match cmd {
             DispatchCommand::Http { request, reply } => {
-                if let Err(err) = self.admit_answered() {
-                    let _ = reply.send(Err(err.context(self.ctx.specifier())));
-                    return;
-                }
                 let Some(fut) = self.factory.hooks.on_request(&self.ctx, request, cancel.clone()) else {
                     let _ = reply.send(Ok(HttpResponse { status: 404, ..Default::default() }));
                     return;
@@ -54,10 +57,6 @@ impl ActorTask {
                 self.spawn_tracked_reply(fut, Some(timeout), cancel, reply);
             }
             DispatchCommand::Action { conn, message_index, name, args, reply } => {
-                if let Err(err) = self.admit_answered() {
-                    let _ = reply.send(Err(err.context(self.ctx.specifier())));
-                    return;
-                }
                 let reserved = match self.action_slots.reserve() {
                     Ok(reserved) => reserved,
                     Err(err) => {
@@ -102,10 +101,6 @@ impl ActorTask {
                 self.spawn_tracked_reply(fut, Some(timeout), cancel, reply);
             }
             DispatchCommand::HttpAction { params, request, name, args, reply } => {
-                if let Err(err) = self.admit_answered() {
-                    let _ = reply.send(Err(err.context(self.ctx.specifier())));
-                    return;
-                }
                 if reply.is_closed() {
                     return;
                 }
@@ -121,18 +116,10 @@ impl ActorTask {
                 self.spawn_tracked_reply(fut, None, cancel, reply);
             }
             DispatchCommand::QueueSend { params, request, send, reply } => {
-                if let Err(err) = self.admit() {
-                    let _ = reply.send(Err(err.context(self.ctx.specifier())));
-                    return;
-                }
                 let fut = queue_send(self.ctx.clone(), self.factory.clone(), params, request, send, cancel.clone());
                 self.spawn_tracked_reply(fut, None, cancel, reply);
             }
             DispatchCommand::Connect { conn, request, reply } => {
-                if let Err(err) = self.admit() {
-                    let _ = reply.send(Err(err.context(self.ctx.specifier())));
-                    return;
-                }
                 let fut = connect_hooks(self.ctx.clone(), self.factory.clone(), conn, request);
                 // Each hook has its own bound; the whole is bounded again by the caller.
                 let bound = self.factory.config.on_before_connect_timeout
@@ -141,10 +128,6 @@ impl ActorTask {
                 self.spawn_tracked_reply(fut, Some(bound), cancel, reply);
             }
             DispatchCommand::Subscribe { conn, event_name, reply } => {
-                if let Err(err) = self.admit() {
-                    let _ = reply.send(Err(err.context(self.ctx.specifier())));
-                    return;
-                }
                 let hook = self.factory.hooks.on_before_subscribe(&self.ctx, &conn, &event_name);
                 let timeout = self.factory.config.on_before_connect_timeout;
                 let fut: BoxFuture<'static, anyhow::Result<()>> = Box::pin(async move {
@@ -157,10 +140,6 @@ impl ActorTask {
                 self.spawn_tracked_reply(fut, Some(timeout + std::time::Duration::from_millis(100)), cancel, reply);
             }
             DispatchCommand::OpenWebSocket { conn, ws, request, reply } => {
-                if let Err(err) = self.admit() {
-                    let _ = reply.send(Err(err.context(self.ctx.specifier())));
-                    return;
-                }
                 let Some(fut) = self.factory.hooks.on_websocket(&self.ctx, &conn, ws, *request) else {
                     let err =
                         RivetError::new("actor", "websocket_not_handled", "The actor has no `onWebSocket` handler.");
@@ -179,7 +158,7 @@ impl ActorTask {
 
     /// Runs `onDisconnect` for the connections that ended, as tracked work.
     pub(super) fn run_disconnects(&mut self) {
-        for conn in self.ctx.take_ended_conns() {
+        for conn in self.ctx.clients().take_ended() {
             let Some(fut) = self.factory.hooks.on_disconnect(&self.ctx, &conn) else { continue };
             let timeout = self.factory.config.on_connect_timeout;
             self.inflight.spawn(async move {

@@ -4,7 +4,7 @@ use futures::future::{BoxFuture, FutureExt, Shared};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
-use super::commands::{DispatchCommand, LifecycleCommand, Reply, ShutdownKind};
+use crate::actor::commands::{DispatchCommand, LifecycleCommand, Reply, ShutdownKind};
 use std::sync::Arc;
 
 use crate::actor::queue::QueueSendResult;

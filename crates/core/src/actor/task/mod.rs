@@ -14,7 +14,6 @@
 
 mod action_slots;
 mod alarm;
-mod commands;
 mod dispatch;
 mod handle;
 pub(crate) mod persist;
@@ -28,12 +27,12 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
+pub use super::commands::{DispatchCommand, LifecycleCommand, ShutdownKind};
 pub use action_slots::DEFAULT_MAX_ACTIONS;
-pub use commands::{DispatchCommand, LifecycleCommand, ShutdownKind};
 pub use handle::ActorTaskHandle;
 
 use super::lifecycle::Phase;
-use super::{ActorContext, ActorFactory, GenerationHold, LifecycleHook};
+use super::{ActorContext, ActorFactory, GenerationHold, Inbox, LifecycleHook};
 use crate::error::catalog;
 
 /// How long a lost generation may take to tear down (2 s).
@@ -76,13 +75,18 @@ pub(crate) struct ActorTask {
     _hold: GenerationHold,
 }
 
-/// Spawns the task for one generation. `hold` keeps the generation
-/// unfinished until the task has fully exited.
-pub fn spawn_actor_task(ctx: ActorContext, factory: ActorFactory, hold: GenerationHold) -> ActorTaskHandle {
+/// Spawns the task for one generation, which reads `inbox`, the traffic
+/// queue `ctx` was built with. `hold` keeps the generation unfinished until
+/// the task has fully exited.
+pub fn spawn_actor_task(
+    ctx: ActorContext,
+    inbox: Inbox,
+    factory: ActorFactory,
+    hold: GenerationHold,
+) -> ActorTaskHandle {
     let (lifecycle_tx, lifecycle_rx) = mpsc::channel(LIFECYCLE_QUEUE_CAPACITY);
-    let dispatch_tx = ctx.dispatch_sender().clone();
-    // A context serves one task; a second spawn gets a closed queue.
-    let dispatch_rx = ctx.take_dispatch_rx().unwrap_or_else(|| mpsc::channel(1).1);
+    let dispatch_tx = ctx.clients().traffic().clone();
+    let dispatch_rx = inbox.into_receiver();
     let task = ActorTask {
         ctx: ctx.clone(),
         factory: factory.clone(),
@@ -135,7 +139,7 @@ impl ActorTask {
     async fn run(mut self) {
         let lost = self.ctx.lost_token().clone();
         let mut activity = self.ctx.activity().subscribe();
-        let mut alarm = self.ctx.subscribe_alarm();
+        let mut alarm = self.ctx.persisted().subscribe_alarm();
         let mut scheduled = self.ctx.schedule().subscribe();
         let mut conns = self.ctx.conns().subscribe_count();
         let mut queue_waits = self.ctx.queue().subscribe_waits();
@@ -145,7 +149,7 @@ impl ActorTask {
             let accepting = matches!(phase, Phase::Started | Phase::Stopping(_));
             // Saves also run during destroy grace (unlike the reference), so
             // a hook that awaits a save there cannot deadlock the shutdown.
-            let save_deadline = self.ctx.saves().deadline().filter(|_| accepting && self.saving.is_none());
+            let save_deadline = self.ctx.persisted().saves().deadline().filter(|_| accepting && self.saving.is_none());
             let wake_at = self.ctx.next_wake();
             let alarm_deadline = alarm::instant_of(wake_at).filter(|_| phase == Phase::Started);
             let sleep_deadline = self.sleep_deadline.filter(|_| phase == Phase::Started);
@@ -177,7 +181,7 @@ impl ActorTask {
                     self.sleep_deadline = None;
                     self.handle_dispatch(cmd);
                 }
-                _ = self.ctx.ended_conns_changed(), if accepting => self.run_disconnects(),
+                _ = self.ctx.clients().ended_changed(), if accepting => self.run_disconnects(),
                 Some(_) = self.inflight.join_next(), if !self.inflight.is_empty() => {}
                 _ = activity.changed() => self.sleep_deadline = None,
                 _ = conns.changed() => self.sleep_deadline = None,
@@ -200,8 +204,8 @@ impl ActorTask {
                     self.responses_sent = true;
                 }
                 result = poll_run(&mut self.run), if self.run.is_some() => self.on_run_exit(result),
-                _ = self.ctx.run_restart_requested(), if phase == Phase::Started && self.run.is_none() => self.start_run(),
-                _ = self.ctx.saves().changed() => {}
+                _ = self.ctx.run_handler().restart_requested(), if phase == Phase::Started && self.run.is_none() => self.start_run(),
+                _ = self.ctx.persisted().saves().changed() => {}
                 _ = sleep_until_opt(save_deadline), if save_deadline.is_some() => self.start_save(),
                 _ = alarm.changed() => {}
                 _ = scheduled.changed() => {}
@@ -222,7 +226,7 @@ impl ActorTask {
                     self.inflight.abort_all();
                     self.saving = None;
                     self.run = None;
-                    self.ctx.set_run_active(false);
+                    self.ctx.run_handler().set_active(false);
                     self.finish_shutdown().await;
                     return;
                 }
@@ -234,7 +238,7 @@ impl ActorTask {
             if self.grace.as_ref().is_some_and(|g| g.pending.is_some())
                 && self.inflight.is_empty()
                 && self.saving.is_none()
-                && self.ctx.saves().deadline().is_none()
+                && self.ctx.persisted().saves().deadline().is_none()
             {
                 self.invoke_grace_hook();
             }
@@ -292,13 +296,16 @@ impl ActorTask {
                 }
                 match self.start().await {
                     Ok(()) => {
-                        self.ctx.enter(Phase::Started);
+                        self.ctx.signals().enter(Phase::Started);
                         self.start_run();
                         let _ = reply.send(Ok(()));
                         ControlFlow::Continue(())
                     }
                     Err(err) => {
-                        self.ctx.saves().abandon(catalog::actor_stopping(Some("the actor failed to start")));
+                        self.ctx
+                            .persisted()
+                            .saves()
+                            .abandon(catalog::actor_stopping(Some("the actor failed to start")));
                         let _ = reply.send(Err(err));
                         ControlFlow::Break(())
                     }
@@ -331,20 +338,20 @@ impl ActorTask {
     fn start_save(&mut self) {
         let ctx = self.ctx.clone();
         let hooks = self.factory.hooks.clone();
-        let revision = ctx.saves().begin_save();
+        let revision = ctx.persisted().saves().begin_save();
         self.saving = Some(Box::pin(async move {
             let result = persist::save(&ctx, &*hooks).await;
             if let (Err(err), false) = (&result, ctx.is_lost()) {
                 tracing::warn!(error = %format!("{err:#}"), "state save failed; retrying");
             }
-            ctx.saves().finish_save(revision, &result);
+            ctx.persisted().saves().finish_save(revision, &result);
         }));
     }
 
     /// Starts the `run` handler, if the actor has one.
     fn start_run(&mut self) {
         if let Some(fut) = self.factory.hooks.lifecycle(LifecycleHook::Run, &self.ctx) {
-            self.ctx.set_run_active(true);
+            self.ctx.run_handler().set_active(true);
             self.run = Some(fut);
         }
     }
@@ -354,7 +361,7 @@ impl ActorTask {
     /// signal during a stop is the normal unwind.
     fn on_run_exit(&mut self, result: anyhow::Result<()>) {
         self.run = None;
-        self.ctx.set_run_active(false);
+        self.ctx.run_handler().set_active(false);
         match result {
             Ok(()) => tracing::debug!("run handler returned"),
             Err(err) if self.ctx.aborted() => {

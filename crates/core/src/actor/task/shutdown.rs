@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::commands::{Reply, ShutdownKind};
 use super::{ActorTask, Grace, Phase, LOST_SHUTDOWN_GRACE_PERIOD};
+use crate::actor::commands::{Reply, ShutdownKind};
 use crate::actor::{ActorContext, ActorHooks, LifecycleHook};
 use crate::error::catalog;
 
@@ -28,7 +28,7 @@ impl ActorTask {
     /// The run loop keeps serving (sleep) traffic until the hook and the
     /// in-flight work are done or the grace deadline passes.
     pub(super) fn begin_grace(&mut self, kind: ShutdownKind, reply: Option<Reply<()>>) {
-        self.ctx.enter(Phase::Stopping(kind));
+        self.ctx.signals().enter(Phase::Stopping(kind));
         if kind == ShutdownKind::Destroy {
             self.ctx.mark_destroy_requested();
         }
@@ -96,10 +96,10 @@ impl ActorTask {
     /// Final save, then the write fence closes (a handle kept by user code
     /// can no longer write), then every stop that waited is answered.
     pub(super) async fn finish_shutdown(&mut self) {
-        self.ctx.enter(Phase::Finalizing);
+        self.ctx.signals().enter(Phase::Finalizing);
         let kind = self.grace.as_ref().map(|g| g.kind);
         // The final save covers every request made before it began.
-        let revision = self.ctx.saves().begin_save();
+        let revision = self.ctx.persisted().saves().begin_save();
         let result = if self.ctx.is_lost() {
             log_lost();
             Ok(())
@@ -126,18 +126,18 @@ impl ActorTask {
         if self.ctx.is_lost() {
             // Nothing was written: answers waiting on this save are refused.
             let unsaved = Err(catalog::actor_stopping(Some("the generation was lost before the save")).into_anyhow());
-            self.ctx.saves().finish_save(revision, &unsaved);
+            self.ctx.persisted().saves().finish_save(revision, &unsaved);
         } else {
-            self.ctx.saves().finish_save(revision, &result);
+            self.ctx.persisted().saves().finish_save(revision, &result);
         }
-        self.ctx.saves().close(catalog::actor_stopping(Some("the generation stopped")));
+        self.ctx.persisted().saves().close(catalog::actor_stopping(Some("the generation stopped")));
         // Every gated output now has its answer (docs/durability.md).
         self.ctx.outbox().idle(OUTBOX_RELEASE_BOUND).await;
         // The runtime socket's clients are database clients: gone first.
         self.ctx.shutdown_runtime_socket().await;
         self.ctx.close_sqlite().await;
         self.ctx.end_writes().await;
-        self.ctx.enter(Phase::Stopped);
+        self.ctx.signals().enter(Phase::Stopped);
         tracing::debug!(?kind, "actor stopped");
         self.reply_to_stops(result);
     }
@@ -145,7 +145,7 @@ impl ActorTask {
     /// Lost: no user hooks, no writes, everything bounded by 2 s.
     pub(super) async fn abort_lost(&mut self) {
         log_lost();
-        self.ctx.enter(Phase::Stopped);
+        self.ctx.signals().enter(Phase::Stopped);
         self.ctx.abort_token().cancel();
         if let Some(grace) = self.grace.as_mut() {
             grace.hook = None;
@@ -159,7 +159,7 @@ impl ActorTask {
             self.inflight.abort_all();
         }
         // No save runs again: waiting answers are refused, later requests too.
-        self.ctx.saves().close(catalog::actor_stopping(Some("the generation was lost before the save")));
+        self.ctx.persisted().saves().close(catalog::actor_stopping(Some("the generation was lost before the save")));
         self.ctx.outbox().idle(OUTBOX_RELEASE_BOUND).await;
         self.reply_to_stops(Ok(()));
         // Commands that raced the lost signal still get an answer.

@@ -15,14 +15,14 @@ impl ActorTask {
         }
         // Started before the hooks run, like the reference: `ctx.sleep()`
         // from inside `onWake` is allowed.
-        self.ctx.enter(Phase::Starting);
+        self.ctx.signals().enter(Phase::Starting);
         let result = tokio::select! {
             biased;
             _ = lost.cancelled() => Err(catalog::actor_stopping(Some("declared lost before it started")).into_anyhow()),
             result = run_start_hooks(self.ctx.clone(), self.factory.clone()) => result,
         };
         if result.is_err() {
-            self.ctx.enter(Phase::Stopped);
+            self.ctx.signals().enter(Phase::Stopped);
         }
         result.map_err(|err| err.context(self.ctx.specifier()))
     }
@@ -33,7 +33,6 @@ impl ActorTask {
 async fn run_start_hooks(ctx: ActorContext, factory: ActorFactory) -> anyhow::Result<()> {
     let hooks = &factory.hooks;
     let config = &factory.config;
-    ctx.set_hooks(hooks.clone());
     let record = storage::load_record(&ctx).await?;
     let is_new = !record.as_ref().is_some_and(|r| r.initialized);
     // I13: a new keyed actor serves only as the key's owner.
@@ -52,7 +51,7 @@ async fn run_start_hooks(ctx: ActorContext, factory: ActorFactory) -> anyhow::Re
     // Queued messages (their headers) for the consumers this start runs.
     crate::actor::queue::load(&ctx).await?;
     // The inspector token: created on the first start, loaded on the others.
-    crate::inspector::ensure_token(&ctx).await?;
+    crate::actor::inspector::ensure_token(&ctx).await?;
 
     // Hibernatable connections of the previous generation: registered
     // (without hooks) and handed to the envoy, which reopens the sockets

@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 use crate::actor::context::ActorIdentity;
 use crate::actor::link::MemoryLink;
 use crate::actor::{
-    ActorConfig, ActorContext, ActorFactory, ActorHooks, ActorKey, HttpRequest, HttpResponse, LifecycleHook,
+    ActorConfig, ActorContext, ActorFactory, ActorHooks, ActorKey, HttpRequest, HttpResponse, Inbox, LifecycleHook,
 };
 use crate::dispatcher::{Dispatcher, InstanceKey, StartGate, StopHandle};
 
@@ -249,6 +249,9 @@ pub struct Harness {
     pub gates: StartGates,
     pub link: Arc<MemoryLink>,
     pub config: ActorConfig,
+    /// The traffic queues of the contexts built by [`Self::ctx`], until
+    /// they are started.
+    inboxes: Mutex<Vec<(ActorContext, Inbox)>>,
 }
 
 impl Harness {
@@ -262,11 +265,12 @@ impl Harness {
         let factory = ActorFactory::new(config.clone(), Arc::new(hooks.clone()));
         let dispatcher =
             Dispatcher::with_start_gate(HashMap::from([(NAME.to_string(), factory)]), gates.as_start_gate());
-        Self { dispatcher, hooks, gates, link: Arc::new(MemoryLink::default()), config }
+        Self { dispatcher, hooks, gates, link: Arc::new(MemoryLink::default()), config, inboxes: Mutex::default() }
     }
 
     pub fn ctx(&self, generation: u32) -> ActorContext {
-        ActorContext::new(
+        let hooks = self.dispatcher.factory(NAME).map(|f| f.hooks.clone());
+        let (ctx, inbox) = ActorContext::new(
             ActorIdentity {
                 actor_id: "actor".into(),
                 generation,
@@ -278,18 +282,34 @@ impl Harness {
             CancellationToken::new(),
             self.link.clone(),
             &self.config,
-        )
+            hooks,
+        );
+        self.inboxes.lock().unwrap().push((ctx.clone(), inbox));
+        ctx
+    }
+
+    /// The traffic queue `ctx` was built with (once).
+    fn inbox(&self, ctx: &ActorContext) -> Inbox {
+        let mut inboxes = self.inboxes.lock().unwrap();
+        let i = inboxes.iter().position(|(c, _)| c.same_instance(ctx)).expect("a context built by the harness");
+        inboxes.swap_remove(i).1
+    }
+
+    /// `start_actor` for a context built by [`Self::ctx`].
+    pub async fn start_actor(&self, ctx: ActorContext) -> anyhow::Result<()> {
+        let inbox = self.inbox(&ctx);
+        self.dispatcher.start_actor(NAME, ctx, inbox).await
     }
 
     /// Starts generation `g` in the background.
     pub fn spawn_start(&self, ctx: ActorContext) -> tokio::task::JoinHandle<anyhow::Result<()>> {
-        let dispatcher = self.dispatcher.clone();
-        tokio::spawn(async move { dispatcher.start_actor(NAME, ctx).await })
+        let (dispatcher, inbox) = (self.dispatcher.clone(), self.inbox(&ctx));
+        tokio::spawn(async move { dispatcher.start_actor(NAME, ctx, inbox).await })
     }
 
     pub async fn start(&self, generation: u32) -> ActorContext {
         let ctx = self.ctx(generation);
-        self.dispatcher.start_actor(NAME, ctx.clone()).await.expect("start");
+        self.start_actor(ctx.clone()).await.expect("start");
         ctx
     }
 }

@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use super::doubles::*;
 use crate::actor::context::ActorIdentity;
 use crate::actor::link::MemoryLink;
-use crate::actor::{storage, ActorConfig, ActorContext, ActorFactory, ActorKey};
+use crate::actor::{storage, ActorConfig, ActorContext, ActorFactory, ActorKey, Inbox};
 use crate::dispatcher::{Dispatcher, InstanceKey, StopHandle, StopReason};
 use crate::registry::drain::{stop_everything_here, Settled};
 
@@ -38,14 +38,15 @@ impl Host {
     }
 
     async fn start(&self, name: &str, actor_id: &str) -> ActorContext {
-        let ctx = self.context(name, actor_id);
-        self.dispatcher.start_actor(name, ctx.clone()).await.expect("start");
+        let (ctx, inbox) = self.context(name, actor_id);
+        self.dispatcher.start_actor(name, ctx.clone(), inbox).await.expect("start");
         ctx
     }
 
     /// Generation 1 of `actor_id`, not started yet.
-    fn context(&self, name: &str, actor_id: &str) -> ActorContext {
-        let config = self.dispatcher.factory(name).unwrap().config.as_ref().clone();
+    fn context(&self, name: &str, actor_id: &str) -> (ActorContext, Inbox) {
+        let factory = self.dispatcher.factory(name).unwrap();
+        let (config, hooks) = (factory.config.as_ref().clone(), factory.hooks.clone());
         ActorContext::new(
             ActorIdentity {
                 actor_id: actor_id.into(),
@@ -58,6 +59,7 @@ impl Host {
             CancellationToken::new(),
             self.link.clone(),
             &config,
+            Some(hooks),
         )
     }
 
@@ -279,10 +281,10 @@ async fn a_generation_still_starting_when_the_drain_begins_is_not_held() {
     let host = Host::new();
     let gate = Gate::new();
     *host.hooks.wake_gate.lock().unwrap() = Some(gate.clone());
-    let ctx = host.context(NAME, "starting");
+    let (ctx, inbox) = host.context(NAME, "starting");
     let starting = {
         let (d, ctx) = (host.dispatcher.clone(), ctx.clone());
-        tokio::spawn(async move { d.start_actor(NAME, ctx).await })
+        tokio::spawn(async move { d.start_actor(NAME, ctx, inbox).await })
     };
     gate.entered().await;
     let step = spawn_stop_everything_here(&host);

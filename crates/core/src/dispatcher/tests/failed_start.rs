@@ -26,7 +26,7 @@ async fn failed_start_is_accepted_and_its_traffic_gets_the_structured_error() {
     let h = Harness::new();
     *h.hooks.wake_error.lock().unwrap() =
         Some(RivetError::new("user", "boom", "onWake says no").with_metadata(serde_json::json!({ "why": 1 })));
-    h.dispatcher.start_actor(NAME, h.ctx(1)).await.expect("the failed start is accepted");
+    h.start_actor(h.ctx(1)).await.expect("the failed start is accepted");
     assert!(!h.dispatcher.is_starting(&key(1)) && h.dispatcher.record(&key(1)).is_none());
 
     let e = refusal(&h).expect("traffic is refused");

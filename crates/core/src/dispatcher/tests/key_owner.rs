@@ -28,7 +28,7 @@ async fn the_owner_starts_once_the_reservation_is_decided() {
 async fn a_loser_of_the_create_race_never_runs_its_hooks_and_its_traffic_gets_destroyed_duplicate_key() {
     let h = Harness::new();
     answers(&h, vec![KeyOwner::Pending, KeyOwner::Actor("winner".into())]);
-    h.dispatcher.start_actor(NAME, h.ctx(1)).await.expect("the failed start is accepted");
+    h.start_actor(h.ctx(1)).await.expect("the failed start is accepted");
     assert!(!woke(&h, 1), "no state was built: {:?}", h.hooks.calls());
     let err = RivetError::extract(&h.dispatcher.active_actor("actor").expect_err("refused"));
     assert_eq!((err.group.as_str(), err.code.as_str()), ("actor", "destroyed_duplicate_key"));

@@ -157,7 +157,7 @@ async fn race_08_newer_generation_fails_closed_when_older_never_finishes() {
     gate.entered().await;
 
     let two = h.ctx(2);
-    let err = h.dispatcher.start_actor(NAME, two.clone()).await.unwrap_err();
+    let err = h.start_actor(two.clone()).await.unwrap_err();
     assert!(format!("{err:#}").contains("older generation of this actor is still running"), "{err:#}");
     assert_eq!(code(&err), "actor.stopping");
     assert!(one.is_lost());
@@ -191,7 +191,7 @@ async fn race_10_superseded_generation_refuses_to_start() {
     let h = Harness::new();
     let two = h.start(2).await;
     let one = h.ctx(1);
-    let err = h.dispatcher.start_actor(NAME, one.clone()).await.unwrap_err();
+    let err = h.start_actor(one.clone()).await.unwrap_err();
     assert!(format!("{err:#}").contains("newer generation of this actor is already running"), "{err:#}");
     assert!(one.is_generation_finished());
     assert!(!two.is_lost());
@@ -319,7 +319,7 @@ async fn race_20_second_start_of_a_running_generation_is_dropped() {
     // The engine sends another start for generation 1 (a new command, so the
     // envoy's replay filter lets it through): no second task, no hooks again.
     let again = h.ctx(1);
-    h.dispatcher.start_actor(NAME, again.clone()).await.expect("a duplicate start is answered as started");
+    h.start_actor(again.clone()).await.expect("a duplicate start is answered as started");
     assert_eq!(
         h.hooks.calls(),
         ["createState:1", "onCreate:1", "createVars:1", "onWake:1", "onBeforeActorStart:1"],

@@ -91,7 +91,7 @@ async fn started_dispatcher() -> Arc<Dispatcher> {
     };
     let factory = ActorFactory::new(config.clone(), Arc::new(Actions));
     let dispatcher = Dispatcher::new(HashMap::from([("counter".to_string(), factory)]));
-    let ctx = ActorContext::new(
+    let (ctx, inbox) = ActorContext::new(
         ActorIdentity {
             actor_id: ACTOR.into(),
             generation: 3,
@@ -103,8 +103,9 @@ async fn started_dispatcher() -> Arc<Dispatcher> {
         CancellationToken::new(),
         Arc::new(MemoryLink::default()),
         &config,
+        dispatcher.factory("counter").map(|f| f.hooks.clone()),
     );
-    dispatcher.start_actor("counter", ctx).await.expect("start");
+    dispatcher.start_actor("counter", ctx, inbox).await.expect("start");
     dispatcher
 }
 

@@ -71,7 +71,7 @@ pub(super) async fn open(
         headers: request.headers.clone(),
     });
     let ws = RawWebSocket::new();
-    ws.set_gate(handle.context());
+    ws.set_gate(handle.context().downgrade());
     let conn = Conn::new(conn::new_id(), params, Some(Arc::new(ws.clone()) as Arc<dyn ConnTransport>), hibernation);
     conn.set_ray_id(request.ray_id());
     if let Err(err) = handle.connect(conn.clone(), Some(request.clone())).await {
@@ -103,7 +103,7 @@ fn restore(dispatcher: &Arc<Dispatcher>, handle: ActorTaskHandle, socket: Socket
     let request =
         HttpRequest { method: "GET".into(), uri: hibernation.path, headers: hibernation.headers, ..Default::default() };
     let ws = RawWebSocket::new();
-    ws.set_gate(handle.context());
+    ws.set_gate(handle.context().downgrade());
     conn.attach_transport(Arc::new(ws.clone()) as Arc<dyn ConnTransport>);
     tracing::debug!(conn = conn.id(), "hibernated raw websocket restored");
     socket_handler(dispatcher, handle, conn, ws, request)

@@ -1,10 +1,14 @@
 //! Messages into the actor task.
+//!
+//! A leaf of the actor runtime: the context holds the sending end of the
+//! traffic queue, so what these commands carry must not lead back to it.
 
 use tokio::sync::oneshot;
 
-use crate::actor::queue::QueueSendResult;
-use crate::actor::websocket::RawWebSocket;
-use crate::actor::{Conn, HttpRequest, HttpResponse, QueueSendRequest};
+use super::conn::Conn;
+use super::queue::send::QueueSendResult;
+use super::request::{HttpRequest, HttpResponse, QueueSendRequest};
+use super::websocket::RawWebSocket;
 
 pub type Reply<T> = oneshot::Sender<anyhow::Result<T>>;
 
@@ -83,7 +87,7 @@ pub enum DispatchCommand {
 
 impl DispatchCommand {
     /// True when whoever sent it no longer waits for the answer.
-    pub(super) fn caller_gone(&self) -> bool {
+    pub(crate) fn caller_gone(&self) -> bool {
         match self {
             DispatchCommand::Http { reply, .. } => reply.is_closed(),
             DispatchCommand::Action { reply, .. } | DispatchCommand::HttpAction { reply, .. } => reply.is_closed(),
@@ -91,6 +95,26 @@ impl DispatchCommand {
             DispatchCommand::Connect { reply, .. }
             | DispatchCommand::Subscribe { reply, .. }
             | DispatchCommand::OpenWebSocket { reply, .. } => reply.is_closed(),
+        }
+    }
+
+    /// Answers the command with `err` without running it.
+    pub(crate) fn refuse(self, err: anyhow::Error) {
+        match self {
+            DispatchCommand::Http { reply, .. } => {
+                let _ = reply.send(Err(err));
+            }
+            DispatchCommand::Action { reply, .. } | DispatchCommand::HttpAction { reply, .. } => {
+                let _ = reply.send(Err(err));
+            }
+            DispatchCommand::QueueSend { reply, .. } => {
+                let _ = reply.send(Err(err));
+            }
+            DispatchCommand::Connect { reply, .. }
+            | DispatchCommand::Subscribe { reply, .. }
+            | DispatchCommand::OpenWebSocket { reply, .. } => {
+                let _ = reply.send(Err(err));
+            }
         }
     }
 }
