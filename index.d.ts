@@ -10,44 +10,73 @@
 export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-wasip1'
 
 export declare class ActorContext {
+  /** No-op (state-change hooks are driven by the TypeScript runtime). */
+  beginOnStateChange(): void
+  /** No-op, see `beginOnStateChange`. */
+  endOnStateChange(): void
+  /** No-op: hibernatable connections are persisted by `saveState`. */
+  queueHibernationRemoval(connId: string): void
+  /** Always `false` (see `queueHibernationRemoval`). */
+  hasPendingHibernationChanges(): boolean
+  /** Always empty (see `queueHibernationRemoval`). */
+  takePendingHibernationChanges(): Array<string>
+  /** Always empty (see `queueHibernationRemoval`). */
+  dirtyHibernatableConns(): Array<ConnHandle>
+  /** Deprecated no-op: use `beginKeepAwake`/`endKeepAwake`. */
+  setPreventSleep(preventSleep: boolean): void
+  /** Always `false` (see `setPreventSleep`). */
+  preventSleep(): boolean
   /**
-   * Begins a transaction whose statements commit together with the actor
-   * state. Waits for other transactions and saves; rolled back after
-   * `timeoutMs` (default 60 s) unless committed or rolled back before.
+   * Sets (or, with no argument, clears) the time the `run` handler wants
+   * the actor awake by: the engine's alarm covers it, so a sleeping actor
+   * starts (with its `run`) on time. Rejects on a stopped generation.
    */
-  beginStateTransaction(timeoutMs?: number | undefined | null): Promise<JsActorStateTransaction>
-  /** The actor's current state bytes (CBOR for the TypeScript runtime). */
-  state(): Buffer
+  setRunWakeAt(timestampMs?: number | undefined | null): Promise<void>
+  /**
+   * Resolves `true` at once: tracked work (`waitUntil`, `keepAwake`,
+   * `registerTask`) is awaited by the core's own stop sequence.
+   */
+  waitForTrackedShutdownWork(): Promise<boolean>
+  /** Resolves at once, see `waitForTrackedShutdownWork`. */
+  waitForTrackedShutdownWorkUnbounded(): Promise<void>
+  /** The live connections. */
+  conns(): Array<ConnHandle>
+  /** Sends an event to every connection subscribed to `name`. */
+  broadcast(name: string, args: Buffer): void
+  /**
+   * A connection without a socket (RivetKit uses one per raw HTTP
+   * request): the connect hooks run and it is registered until
+   * `conn.disconnect()`.
+   */
+  connectConn(params: Buffer, request?: JsHttpRequest | undefined | null): Promise<ConnHandle>
+  /** Disconnects the connection `id` (no-op if it is gone). */
+  disconnectConn(id: string): Promise<void>
+  /**
+   * Calls `predicate(conn)` for every live connection (synchronously,
+   * now) and disconnects those for which it returns a truthy value. A
+   * throw from the predicate is thrown from this call.
+   */
+  disconnectConns(predicate: (conn: ConnHandle) => unknown): Promise<void>
   actorId(): string
   name(): string
   /** The key's segments. Every segment is a string on the wire. */
   key(): Array<JsActorKeySegment>
   region(): string
+  /** The generation number (1 for the first start; higher on every wake). */
+  generation(): number
+  /** True when both handles refer to the same generation. */
+  sameActorInstance(other: ActorContext): boolean
+  /** Same as the free function `decodeInspectorRequest`. */
+  decodeInspectorRequest(bytes: Buffer, advertisedVersion: number): Buffer
+  /** Same as the free function `encodeInspectorResponse`. */
+  encodeInspectorResponse(bytes: Buffer, targetVersion: number): Buffer
+  /** The actor's revisions and sizes for the inspector's summary. */
+  inspectorSnapshot(): JsInspectorSnapshot
   /**
-   * Replaces the state and persists it; resolves once the engine
-   * acknowledged the write.
-   * `payload` must be a `StateDeltaPayload` object (`state`, if given, a
-   * `Buffer`); anything else rejects with `napi.invalid_argument`.
+   * Resolves if `bearerToken` is the actor's inspector token; rejects
+   * with `inspector.unauthorized` otherwise.
    */
-  saveState(payload: StateDeltaPayload): Promise<void>
-  /** The actor's key-value store, kept apart from the runtime's own data. */
-  kv(): Kv
-  /**
-   * The actor's SQLite database, stored on the engine. Opens on its
-   * first statement; an actor that never queries pays nothing.
-   */
-  sql(): JsNativeDatabase
-  /**
-   * Asks for the state to be saved soon (throttled to the actor's save
-   * interval unless `immediate`, or within `maxWaitMs`).
-   */
-  requestSave(opts?: JsRequestSaveOpts | undefined | null): void
-  /**
-   * Like `requestSave`, and resolves once a save covering this request
-   * has been acknowledged by the engine: what the state held before the
-   * call is then durable.
-   */
-  requestSaveAndWait(opts?: JsRequestSaveOpts | undefined | null): Promise<void>
+  verifyInspectorAuth(bearerToken?: string | undefined | null): Promise<void>
   /**
    * Sets the alarm (ms since the epoch), or clears it with no argument.
    * A sleeping actor is woken for it; `onAlarm` runs when it fires. A
@@ -68,20 +97,6 @@ export declare class ActorContext {
   runHandlerActive(): boolean
   /** Starts the `run` handler again if it has returned. */
   restartRunHandler(): void
-  /** The live connections. */
-  conns(): Array<ConnHandle>
-  /** Sends an event to every connection subscribed to `name`. */
-  broadcast(name: string, args: Buffer): void
-  /**
-   * A connection without a socket (RivetKit uses one per raw HTTP
-   * request): the connect hooks run and it is registered until
-   * `conn.disconnect()`.
-   */
-  connectConn(params: Buffer, request?: JsHttpRequest | undefined | null): Promise<ConnHandle>
-  /** Disconnects the connection `id` (no-op if it is gone). */
-  disconnectConn(id: string): Promise<void>
-  /** The generation number (1 for the first start; higher on every wake). */
-  generation(): number
   /** Asks the engine to put this actor to sleep. Idempotent. */
   sleep(): void
   /** Asks the engine to destroy this actor and its data. */
@@ -89,15 +104,8 @@ export declare class ActorContext {
   destroyRequested(): boolean
   /** True once the generation has begun to stop. */
   aborted(): boolean
-  /** True when both handles refer to the same generation. */
-  sameActorInstance(other: ActorContext): boolean
   /** An `AbortSignal` that aborts when the generation begins to stop. */
   abortSignal(): AbortSignal
-  /**
-   * Scheduled actions (`after`, `at`, `cancel`, `get`, `list`) and cron
-   * jobs (`cronSet`, `cronEvery`, ...).
-   */
-  schedule(): Schedule
   /**
    * Resolves once this generation has stopped (or was lost); after
    * `destroy()` that is when the destroy is done.
@@ -107,32 +115,6 @@ export declare class ActorContext {
   beginWebsocketCallback(): number
   endWebsocketCallback(regionId: number): void
   /**
-   * Calls `predicate(conn)` for every live connection (synchronously,
-   * now) and disconnects those for which it returns a truthy value. A
-   * throw from the predicate is thrown from this call.
-   */
-  disconnectConns(predicate: (conn: ConnHandle) => unknown): Promise<void>
-  /**
-   * A plain object private to this generation: the same object on every
-   * call (and every handle) until `clearRuntimeState()`.
-   */
-  runtimeState(): Record<string, unknown>
-  /** Forgets this generation's `runtimeState()` object. */
-  clearRuntimeState(): void
-  /** Same as the free function `decodeInspectorRequest`. */
-  decodeInspectorRequest(bytes: Buffer, advertisedVersion: number): Buffer
-  /** Same as the free function `encodeInspectorResponse`. */
-  encodeInspectorResponse(bytes: Buffer, targetVersion: number): Buffer
-  /** The actor's revisions and sizes for the inspector's summary. */
-  inspectorSnapshot(): JsInspectorSnapshot
-  /**
-   * Resolves if `bearerToken` is the actor's inspector token; rejects
-   * with `inspector.unauthorized` otherwise.
-   */
-  verifyInspectorAuth(bearerToken?: string | undefined | null): Promise<void>
-  /** The actor's message queue. */
-  queue(): Queue
-  /**
    * Starts the generation's runtime socket (once; later calls resolve to
    * the same path). Rejects with `actor_runtime_socket.not_enabled`
    * unless the actor type set `enableActorRuntimeSocket`,
@@ -141,6 +123,53 @@ export declare class ActorContext {
    * SQLite page store.
    */
   provisionActorRuntimeSocket(): Promise<JsActorRuntimeSocketEndpointInfo>
+  /**
+   * A plain object private to this generation: the same object on every
+   * call (and every handle) until `clearRuntimeState()`.
+   */
+  runtimeState(): Record<string, unknown>
+  /** Forgets this generation's `runtimeState()` object. */
+  clearRuntimeState(): void
+  /** The actor's current state bytes (CBOR for the TypeScript runtime). */
+  state(): Buffer
+  /**
+   * Replaces the state and persists it; resolves once the engine
+   * acknowledged the write.
+   * `payload` must be a `StateDeltaPayload` object (`state`, if given, a
+   * `Buffer`); anything else rejects with `napi.invalid_argument`.
+   */
+  saveState(payload: StateDeltaPayload): Promise<void>
+  /**
+   * Asks for the state to be saved soon (throttled to the actor's save
+   * interval unless `immediate`, or within `maxWaitMs`).
+   */
+  requestSave(opts?: JsRequestSaveOpts | undefined | null): void
+  /**
+   * Like `requestSave`, and resolves once a save covering this request
+   * has been acknowledged by the engine: what the state held before the
+   * call is then durable.
+   */
+  requestSaveAndWait(opts?: JsRequestSaveOpts | undefined | null): Promise<void>
+  /** The actor's key-value store, kept apart from the runtime's own data. */
+  kv(): Kv
+  /**
+   * The actor's SQLite database, stored on the engine. Opens on its
+   * first statement; an actor that never queries pays nothing.
+   */
+  sql(): JsNativeDatabase
+  /**
+   * Scheduled actions (`after`, `at`, `cancel`, `get`, `list`) and cron
+   * jobs (`cronSet`, `cronEvery`, ...).
+   */
+  schedule(): Schedule
+  /** The actor's message queue. */
+  queue(): Queue
+  /**
+   * Begins a transaction whose statements commit together with the actor
+   * state. Waits for other transactions and saves; rolled back after
+   * `timeoutMs` (default 60 s) unless committed or rolled back before.
+   */
+  beginStateTransaction(timeoutMs?: number | undefined | null): Promise<JsActorStateTransaction>
   /**
    * A handle on the same generation acting under the JavaScript span
    * `traceparent` (ignored unless a valid W3C version-00 header).
@@ -171,35 +200,6 @@ export declare class ActorContext {
    * (SQLite is the commit point; see docs/workflows.md).
    */
   saveStateAndWorkflowBatch(writes: Array<WorkflowKvWritePayload>): Promise<void>
-  /** No-op (state-change hooks are driven by the TypeScript runtime). */
-  beginOnStateChange(): void
-  /** No-op, see `beginOnStateChange`. */
-  endOnStateChange(): void
-  /** No-op: hibernatable connections are persisted by `saveState`. */
-  queueHibernationRemoval(connId: string): void
-  /** Always `false` (see `queueHibernationRemoval`). */
-  hasPendingHibernationChanges(): boolean
-  /** Always empty (see `queueHibernationRemoval`). */
-  takePendingHibernationChanges(): Array<string>
-  /** Always empty (see `queueHibernationRemoval`). */
-  dirtyHibernatableConns(): Array<ConnHandle>
-  /** Deprecated no-op: use `beginKeepAwake`/`endKeepAwake`. */
-  setPreventSleep(preventSleep: boolean): void
-  /** Always `false` (see `setPreventSleep`). */
-  preventSleep(): boolean
-  /**
-   * Sets (or, with no argument, clears) the time the `run` handler wants
-   * the actor awake by: the engine's alarm covers it, so a sleeping actor
-   * starts (with its `run`) on time. Rejects on a stopped generation.
-   */
-  setRunWakeAt(timestampMs?: number | undefined | null): Promise<void>
-  /**
-   * Resolves `true` at once: tracked work (`waitUntil`, `keepAwake`,
-   * `registerTask`) is awaited by the core's own stop sequence.
-   */
-  waitForTrackedShutdownWork(): Promise<boolean>
-  /** Resolves at once, see `waitForTrackedShutdownWork`. */
-  waitForTrackedShutdownWorkUnbounded(): Promise<void>
 }
 
 /** A cancellation signal shared between JavaScript and Rust. */
@@ -1122,7 +1122,7 @@ export interface JsSqliteVfsMetrics {
 }
 
 /**
- * The `request` of `onRequest`: [`crate::types::JsHttpRequest`] plus, for
+ * The `request` of `onRequest`: [`crate::bridge::types::JsHttpRequest`] plus, for
  * a body over 64 KiB, the stream of what follows the prefix in `body`.
  */
 export interface JsStreamedHttpRequest {

@@ -10,9 +10,9 @@ use napi::bindgen_prelude::{Function, PromiseRaw, Unknown};
 use napi::Env;
 use napi_derive::napi;
 
-use crate::cancellation_token::CancellationToken;
-use crate::error;
-use crate::js_callback::JsCallback;
+use crate::bridge::error;
+use crate::bridge::js_callback::JsCallback;
+use crate::classes::cancellation_token::CancellationToken;
 
 /// Payload of `__testCallCallback`: a plain field and a class instance.
 #[napi(object, object_from_js = false)]
@@ -70,7 +70,7 @@ pub fn test_call_callback<'env>(
     let token = tokio_util::sync::CancellationToken::new();
     error::spawn_promise(env, async move {
         // Called from another task, as the core does.
-        let call = crate::runtime::spawn(async move {
+        let call = crate::bridge::runtime::spawn(async move {
             // A bug in a task: logged by the panic hook, a rejection here.
             assert_ne!(value, "__panic__", "test panic requested");
             let payload = TestCallbackPayload { value, token: CancellationToken::from_inner(token.clone()) };

@@ -1,0 +1,229 @@
+//! `NapiActorFactory(callbacks, config)`: one actor type, as JavaScript
+//! registers it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use napi::bindgen_prelude::{Object, Unknown};
+use napi_derive::napi;
+use rivetkit_native_core::actor::{ActorConfig, ActorFactory, InspectorTab, OutputGate};
+
+use crate::bridge::error::{throw, to_js_error};
+use crate::bridge::types::args;
+use crate::hooks::table::JsHooks;
+use napi::Env;
+use rivetkit_native_core::error::catalog;
+use rivetkit_native_core::RivetError;
+
+/// Per-actor configuration. Every field is optional; omitted timeouts take
+/// the reference defaults. Fields rivetkit-native does not use yet are
+/// accepted and ignored so that RivetKit's own config passes through.
+/// Every `...Ms` field is a duration (a finite number, not negative, at
+/// most 8.64e15) and every size or count a whole number in `0..=2^53-1`;
+/// the constructor throws `napi.invalid_argument` naming the field
+/// otherwise.
+#[napi(object)]
+#[derive(Default)]
+pub struct JsActorConfig {
+    pub name: Option<String>,
+    pub icon: Option<String>,
+    pub has_database: Option<bool>,
+    pub remote_sqlite: Option<bool>,
+    pub enable_actor_runtime_socket: Option<bool>,
+    /// Answers wait for the engine to confirm the save of what they
+    /// changed (docs/durability.md). Default: on, unless the environment
+    /// sets `RIVETKIT_OUTPUT_GATE=0`.
+    pub output_gate: Option<bool>,
+    pub has_state: Option<bool>,
+    pub can_hibernate_websocket: Option<bool>,
+    pub state_save_interval_ms: Option<f64>,
+    pub create_state_timeout_ms: Option<f64>,
+    pub on_create_timeout_ms: Option<f64>,
+    pub create_vars_timeout_ms: Option<f64>,
+    pub create_conn_state_timeout_ms: Option<f64>,
+    pub on_before_connect_timeout_ms: Option<f64>,
+    pub on_connect_timeout_ms: Option<f64>,
+    pub on_migrate_timeout_ms: Option<f64>,
+    pub on_wake_timeout_ms: Option<f64>,
+    pub on_before_actor_start_timeout_ms: Option<f64>,
+    pub action_timeout_ms: Option<f64>,
+    pub on_request_timeout_ms: Option<f64>,
+    pub sleep_timeout_ms: Option<f64>,
+    pub no_sleep: Option<bool>,
+    pub sleep_grace_period_ms: Option<f64>,
+    pub connection_liveness_timeout_ms: Option<f64>,
+    pub connection_liveness_interval_ms: Option<f64>,
+    pub max_queue_size: Option<f64>,
+    pub max_schedules: Option<f64>,
+    /// Client action handlers running at once; more wait for a slot
+    /// (default 128; not in RivetKit 2.3.19's actor options).
+    pub max_actions: Option<f64>,
+    pub max_queue_message_size: Option<f64>,
+    pub max_incoming_message_size: Option<f64>,
+    pub max_outgoing_message_size: Option<f64>,
+    pub actions: Option<Vec<JsActionDefinition>>,
+    /// Accepted for compatibility; there is no SQLite (see the README).
+    pub sqlite_profiling: Option<JsSqliteProfilingConfig>,
+    /// Listed in the inspector's `Init` (the tabs' assets are served by
+    /// RivetKit's runtime, not here).
+    pub inspector_tabs: Option<Vec<JsInspectorTabEntry>>,
+}
+
+/// An inspector tab: a custom one, or a built-in one hidden.
+#[napi(object)]
+#[derive(Default)]
+pub struct JsInspectorTabEntry {
+    pub id: String,
+    pub label: Option<String>,
+    pub source: Option<String>,
+    pub icon: Option<String>,
+    pub hidden: Option<bool>,
+}
+
+/// SQLite profiling options (accepted, unused: SQLite is not built).
+#[napi(object)]
+#[derive(Default)]
+pub struct JsSqliteProfilingConfig {
+    pub enabled: Option<bool>,
+    pub max_tracked_statement_fingerprints: Option<u32>,
+    pub max_tracked_transaction_fingerprints: Option<u32>,
+    pub max_prometheus_series: Option<u32>,
+    pub max_statements_per_transaction_trace: Option<u32>,
+    pub max_get_pages_requests_per_trace: Option<u32>,
+    pub max_transaction_name_bytes: Option<u32>,
+    pub slow_operation_threshold_ms: Option<u32>,
+    pub baseline_sample_rate: Option<f64>,
+    pub max_diagnostic_events_per_minute: Option<u32>,
+    pub diagnostic_event_queue_capacity: Option<u32>,
+}
+
+#[napi(object)]
+pub struct JsActionDefinition {
+    pub name: String,
+}
+
+/// A duration field, or `default` when omitted.
+fn ms(field: &str, value: Option<f64>, default: Duration) -> Result<Duration, RivetError> {
+    Ok(args::field_duration_ms(&format!("config.{field}"), value)?.map_or(default, Duration::from_millis))
+}
+
+/// A size or count field, or `default` when omitted.
+fn size(field: &str, value: Option<f64>, default: usize) -> Result<usize, RivetError> {
+    let max = usize::MAX as u64;
+    // Bounded by usize::MAX above.
+    Ok(args::field_size(&format!("config.{field}"), value, max)?.map_or(default, |v| v as usize))
+}
+
+impl JsActorConfig {
+    /// Checks every number (also of the fields not used yet, so a typo'd
+    /// `NaN` never passes silently) and builds the core config.
+    fn into_core(self) -> Result<ActorConfig, RivetError> {
+        let d = ActorConfig::default();
+        for (field, value) in [
+            ("connectionLivenessTimeoutMs", self.connection_liveness_timeout_ms),
+            ("connectionLivenessIntervalMs", self.connection_liveness_interval_ms),
+        ] {
+            ms(field, value, Duration::ZERO)?;
+        }
+        let action_timeout = ms("actionTimeoutMs", self.action_timeout_ms, d.action_timeout)?;
+        Ok(ActorConfig {
+            name: self.name,
+            icon: self.icon,
+            can_hibernate_websocket: self.can_hibernate_websocket.unwrap_or(d.can_hibernate_websocket),
+            state_save_interval: ms("stateSaveIntervalMs", self.state_save_interval_ms, d.state_save_interval)?,
+            create_state_timeout: ms("createStateTimeoutMs", self.create_state_timeout_ms, d.create_state_timeout)?,
+            on_create_timeout: ms("onCreateTimeoutMs", self.on_create_timeout_ms, d.on_create_timeout)?,
+            create_vars_timeout: ms("createVarsTimeoutMs", self.create_vars_timeout_ms, d.create_vars_timeout)?,
+            on_migrate_timeout: ms("onMigrateTimeoutMs", self.on_migrate_timeout_ms, d.on_migrate_timeout)?,
+            on_wake_timeout: ms("onWakeTimeoutMs", self.on_wake_timeout_ms, d.on_wake_timeout)?,
+            on_before_actor_start_timeout: ms(
+                "onBeforeActorStartTimeoutMs",
+                self.on_before_actor_start_timeout_ms,
+                d.on_before_actor_start_timeout,
+            )?,
+            action_timeout,
+            on_before_connect_timeout: ms(
+                "onBeforeConnectTimeoutMs",
+                self.on_before_connect_timeout_ms,
+                d.on_before_connect_timeout,
+            )?,
+            create_conn_state_timeout: ms(
+                "createConnStateTimeoutMs",
+                self.create_conn_state_timeout_ms,
+                d.create_conn_state_timeout,
+            )?,
+            on_connect_timeout: ms("onConnectTimeoutMs", self.on_connect_timeout_ms, d.on_connect_timeout)?,
+            // The reference: onRequestTimeoutMs, else actionTimeoutMs, else 60 s.
+            on_request_timeout: ms("onRequestTimeoutMs", self.on_request_timeout_ms, action_timeout)?,
+            sleep_timeout: ms("sleepTimeoutMs", self.sleep_timeout_ms, d.sleep_timeout)?,
+            no_sleep: self.no_sleep.unwrap_or(d.no_sleep),
+            sleep_grace_period: ms("sleepGracePeriodMs", self.sleep_grace_period_ms, d.sleep_grace_period)?,
+            max_incoming_message_size: size(
+                "maxIncomingMessageSize",
+                self.max_incoming_message_size,
+                d.max_incoming_message_size,
+            )?,
+            max_outgoing_message_size: size(
+                "maxOutgoingMessageSize",
+                self.max_outgoing_message_size,
+                d.max_outgoing_message_size,
+            )?,
+            dispatch_queue_capacity: d.dispatch_queue_capacity,
+            max_actions: match size("maxActions", self.max_actions, d.max_actions)? {
+                0 => {
+                    return Err(rivetkit_native_core::error::validate::invalid(
+                        "config.maxActions",
+                        "must be at least 1",
+                    ))
+                }
+                n => n,
+            },
+            max_schedules: size("maxSchedules", self.max_schedules, d.max_schedules)?,
+            max_queue_size: size("maxQueueSize", self.max_queue_size, d.max_queue_size)?,
+            max_queue_message_size: size("maxQueueMessageSize", self.max_queue_message_size, d.max_queue_message_size)?,
+            has_state: self.has_state.unwrap_or(d.has_state),
+            has_database: self.has_database.unwrap_or(d.has_database),
+            actions: self.actions.unwrap_or_default().into_iter().map(|a| a.name).collect(),
+            inspector_tabs: self
+                .inspector_tabs
+                .unwrap_or_default()
+                .into_iter()
+                .map(|tab| InspectorTab {
+                    id: tab.id,
+                    label: tab.label,
+                    icon: tab.icon,
+                    hidden: tab.hidden.unwrap_or(false),
+                })
+                .collect(),
+            enable_actor_runtime_socket: self.enable_actor_runtime_socket.unwrap_or(d.enable_actor_runtime_socket),
+            output_gate: match self.output_gate {
+                Some(true) => OutputGate::On,
+                Some(false) => OutputGate::Off,
+                None => OutputGate::from_env(),
+            },
+        })
+    }
+}
+
+/// The callbacks object: every member is optional. Hooks are called as
+/// `hook(null, payload)` and must return (a promise of) their result.
+const CALLBACKS_TS_TYPE: &str = "ActorCallbacks";
+
+#[napi]
+pub struct NapiActorFactory {
+    pub(crate) inner: ActorFactory,
+}
+
+#[napi]
+impl NapiActorFactory {
+    #[napi(constructor, ts_args_type = "callbacks: ActorCallbacks, config?: JsActorConfig | undefined | null")]
+    pub fn new(env: &Env, callbacks: Unknown<'_>, config: Option<Unknown<'_>>) -> napi::Result<Self> {
+        let _ = CALLBACKS_TS_TYPE;
+        let callbacks: Object<'_> = args::object("callbacks", callbacks).map_err(|e| throw(env, e))?;
+        let hooks = JsHooks::from_object(&callbacks)
+            .map_err(|err| to_js_error(env, catalog::invalid_argument(err.reason.clone()).into_anyhow()))?;
+        let config: Option<JsActorConfig> = args::opt_object("config", config).map_err(|e| throw(env, e))?;
+        let config = config.unwrap_or_default().into_core().map_err(|e| throw(env, e))?;
+        Ok(Self { inner: ActorFactory::new(config, Arc::new(hooks)) })
+    }
+}
