@@ -15,6 +15,7 @@ use serde::Deserialize;
 use serde_json::json;
 use url::Url;
 
+use super::errors::invalid_endpoint;
 use super::http;
 use crate::error::RivetError;
 
@@ -35,7 +36,7 @@ pub struct EngineHealth {
 /// `{endpoint}/health`, keeping any base path (as the reference does).
 pub fn health_url(endpoint: &str) -> Result<Url> {
     let raw = format!("{}/health", endpoint.trim_end_matches('/'));
-    Url::parse(&raw).map_err(|e| super::invalid_endpoint(endpoint, &e.to_string()))
+    Url::parse(&raw).map_err(|e| invalid_endpoint(endpoint, &e.to_string()))
 }
 
 /// `Ok(Some)` = a healthy engine to reuse; `Ok(None)` = nothing accepted

@@ -16,44 +16,34 @@
 //! actor state); the next start reuses it. Talking to it uses a tiny
 //! built-in HTTP client ([`http`]) rather than a full HTTP stack.
 
+mod errors;
 pub mod health;
 pub mod http;
+mod lookup;
 pub mod options;
 pub mod paths;
 pub mod plan;
 pub mod resolve;
 pub mod runner_config;
 pub mod spawn;
+mod status;
 
 #[cfg(test)]
 mod test_dir;
 #[cfg(test)]
 pub(crate) mod test_server;
 
-use std::path::PathBuf;
-
 use anyhow::Result;
-use serde_json::json;
 
-use crate::error::RivetError;
+use errors::invalid_endpoint;
+use lookup::process_env;
+pub use lookup::Env;
 pub use options::{host_is_local, is_local_endpoint, EngineOptions};
+pub use status::EngineStatus;
 
 pub use health::{probe_engine, EngineHealth};
 pub use resolve::resolve_engine_binary;
 pub use runner_config::{ensure_runner_config, ensure_runner_config_with, wait_until_listed, RetryPolicy};
-
-/// A variable lookup; the process environment in production, a closure in
-/// tests. `Sync` keeps the futures that hold it `Send` (they run on spawned tasks).
-pub type Env<'a> = &'a (dyn Fn(&str) -> Option<String> + Sync);
-
-/// How [`ensure_engine`] satisfied the request.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum EngineStatus {
-    /// An engine was already serving the endpoint.
-    Reused,
-    /// We started one; it keeps running after this process exits.
-    Spawned { pid: u32, log_dir: PathBuf },
-}
 
 /// Reuses the engine at `config.endpoint` or starts one .
 pub async fn ensure_engine(config: &EngineOptions) -> Result<EngineStatus> {
@@ -163,21 +153,14 @@ async fn dns_failure(endpoint: &str, deadline: tokio::time::Instant) -> Option<S
     }
 }
 
-pub(crate) fn process_env(name: &str) -> Option<String> {
-    crate::env::get(name)
-}
-
-pub(crate) fn invalid_endpoint(endpoint: &str, reason: &str) -> anyhow::Error {
-    RivetError::new("engine", "invalid_endpoint", format!("Engine endpoint '{endpoint}' is invalid: {reason}"))
-        .with_metadata(json!({ "endpoint": endpoint, "reason": reason }))
-        .into_anyhow()
-}
-
 #[cfg(test)]
 mod tests {
+    use std::path::PathBuf;
+
     use super::*;
     use crate::engine::test_dir::TestDir;
     use crate::engine::test_server::{json_response, FakeServer};
+    use crate::error::RivetError;
 
     fn code(err: &anyhow::Error) -> String {
         RivetError::extract(err).qualified_code()

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 
-use super::Env;
+use super::lookup::Env;
 
 /// `$RIVETKIT_STORAGE_PATH/.rivetkit`, else `$HOME/.rivetkit`, else
 /// `<cwd>/.rivetkit`.

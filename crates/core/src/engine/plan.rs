@@ -15,9 +15,10 @@ use anyhow::Result;
 use serde_json::json;
 use url::{Host, Url};
 
+use super::errors::invalid_endpoint;
+use super::lookup::Env;
 use super::options::EngineOptions;
 use super::paths::EngineDirs;
-use super::{invalid_endpoint, Env};
 
 /// Addresses the engine will use, derived from the endpoint .
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -32,8 +32,8 @@ use std::path::{Path, PathBuf};
 use anyhow::Result;
 use serde_json::json;
 
+use super::lookup::{process_env, Env};
 use super::options::EngineOptions;
-use super::Env;
 use crate::error::RivetError;
 
 /// The binary's file name on this OS.
@@ -86,7 +86,7 @@ pub fn explicit_binary(config: &EngineOptions, env: Env<'_>) -> Result<Option<Pa
 /// Steps 1-3 against the process environment, without probing for a
 /// running engine (useful for a CLI that wants the path itself).
 pub fn resolve_engine_binary(config: &EngineOptions) -> Result<PathBuf> {
-    match explicit_binary(config, &super::process_env)? {
+    match explicit_binary(config, &process_env)? {
         Some(path) => Ok(path),
         None => find_npm_binary(&search_roots()),
     }

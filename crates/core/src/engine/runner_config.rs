@@ -18,6 +18,7 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use url::Url;
 
+use super::errors::invalid_endpoint;
 use super::http;
 use super::options::{is_local_endpoint, EngineOptions};
 use crate::error::RivetError;
@@ -189,8 +190,7 @@ struct EngineApi<'a> {
 
 impl<'a> EngineApi<'a> {
     fn new(config: &'a EngineOptions) -> Result<Self> {
-        let origin =
-            Url::parse(&config.endpoint).map_err(|e| super::invalid_endpoint(&config.endpoint, &e.to_string()))?;
+        let origin = Url::parse(&config.endpoint).map_err(|e| invalid_endpoint(&config.endpoint, &e.to_string()))?;
         if origin.scheme() != "http" {
             return Err(RivetError::new(
                 "engine",

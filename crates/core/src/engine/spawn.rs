@@ -22,10 +22,11 @@ use anyhow::Result;
 use serde_json::json;
 
 use super::health::{self, WaitOutcome, WaitReport};
+use super::lookup::Env;
 use super::options::EngineOptions;
 use super::paths::{storage_root, EngineDirs};
 use super::plan::{config_file, engine_env, plan, EnginePlan};
-use super::{EngineStatus, Env};
+use super::status::EngineStatus;
 use crate::error::RivetError;
 
 const KILL_WAIT: Duration = Duration::from_secs(5);

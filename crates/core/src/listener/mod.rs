@@ -13,18 +13,17 @@
 //! runtime's drain stopped its actor), and returns once they are closed or
 //! after [`CONNECTIONS_WAIT`].
 
+mod app;
+mod config;
 mod request;
+mod routes;
 mod static_files;
 
-use std::collections::HashMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
-use futures::future::BoxFuture;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
@@ -33,73 +32,13 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::error::RivetError;
-use crate::serverless::{ServerlessRequest, ServerlessResponse, ServerlessRuntime};
+pub use app::{AppRequest, AppResponse, Application};
+pub use config::ListenerConfig;
+use request::Shared;
+pub use routes::Routes;
 
 /// How long connections may take to finish after shutdown.
 pub const CONNECTIONS_WAIT: Duration = Duration::from_secs(60);
-
-#[derive(Clone, Debug)]
-pub struct ListenerConfig {
-    /// Address to bind; `0.0.0.0` when absent.
-    pub host: Option<String>,
-    pub port: u16,
-    /// Static files, served below RivetKit's routes.
-    pub public_dir: Option<PathBuf>,
-    /// Largest request body read (413 above).
-    pub max_body_bytes: usize,
-}
-
-/// A request for the application's fetch handler.
-#[derive(Debug)]
-pub struct AppRequest {
-    pub method: String,
-    pub url: String,
-    pub headers: HashMap<String, String>,
-    pub body: Bytes,
-    /// Cancelled when the client went away.
-    pub cancel: CancellationToken,
-    /// Where the body goes when the answer is `stream: true`
-    /// (docs/streams.md).
-    pub response_body: crate::actor::http_body::ResponseBodyWriter,
-}
-
-#[derive(Debug)]
-pub struct AppResponse {
-    pub status: u16,
-    pub headers: HashMap<String, String>,
-    pub body: Bytes,
-    /// The body follows through the request's `response_body` (`body` is
-    /// then ignored).
-    pub stream: bool,
-}
-
-/// The application's fetch handler.
-pub type Application = Arc<dyn Fn(AppRequest) -> BoxFuture<'static, anyhow::Result<AppResponse>> + Send + Sync>;
-
-/// RivetKit's routes as the listener sees them.
-pub trait Routes: Send + Sync + 'static {
-    /// Whether `path` is one of RivetKit's routes (answered before the
-    /// static files and the application).
-    fn owns(&self, path: &str) -> bool;
-    /// Answers a request: one of the owned routes, or anything nothing else took.
-    fn handle(&self, req: ServerlessRequest) -> BoxFuture<'static, ServerlessResponse>;
-}
-
-impl Routes for Arc<ServerlessRuntime> {
-    fn owns(&self, path: &str) -> bool {
-        ServerlessRuntime::owns(self, path)
-    }
-    fn handle(&self, req: ServerlessRequest) -> BoxFuture<'static, ServerlessResponse> {
-        let runtime = self.clone();
-        Box::pin(async move { runtime.handle(req).await })
-    }
-}
-
-struct Shared {
-    config: ListenerConfig,
-    routes: Arc<dyn Routes>,
-    application: Option<Application>,
-}
 
 /// Binds the listener; `serve` then runs it. Split so a host learns of a
 /// port in use before anything else starts.

@@ -3,6 +3,7 @@
 //! whose streamed body flushes chunk by chunk.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use http_body_util::combinators::BoxBody;
@@ -12,12 +13,22 @@ use hyper::{Request, Response};
 use rivet_envoy_client::config::ResponseChunk;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
-use super::{static_files, AppRequest, AppResponse, Shared};
+use super::app::{AppRequest, AppResponse, Application};
+use super::config::ListenerConfig;
+use super::routes::Routes;
+use super::static_files;
 use crate::actor::http_body::{response_body_channel, ResponseBodyReceiver};
 use crate::serverless::start::check_size;
 use crate::serverless::{ResponseBody, ServerlessRequest, ServerlessResponse};
 
 pub(super) type Body = BoxBody<Bytes, std::io::Error>;
+
+/// What every request of one listener answers with.
+pub(super) struct Shared {
+    pub(super) config: ListenerConfig,
+    pub(super) routes: Arc<dyn Routes>,
+    pub(super) application: Option<Application>,
+}
 
 pub(super) async fn answer(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
     let (parts, body) = req.into_parts();

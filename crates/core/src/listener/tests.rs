@@ -1,13 +1,17 @@
 //! The listener with stand-in routes and application, over real sockets.
 
+use std::collections::HashMap;
+use std::path::PathBuf;
 use std::time::Duration;
 
+use bytes::Bytes;
+use futures::future::BoxFuture;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use url::Url;
 
 use super::*;
 use crate::engine::http::request as http_request;
-use crate::serverless::{BodyStream, ResponseBody};
+use crate::serverless::{BodyStream, ResponseBody, ServerlessRequest, ServerlessResponse};
 
 /// Owns `/rivet/*`; `/rivet/stream` answers with a stream fed by the test.
 struct FakeRoutes {

@@ -29,6 +29,7 @@ use tokio_util::sync::CancellationToken;
 use super::frame::{read_frame, write_frame, Frame};
 use super::lease::{LeaseOp, LeaseOpKind, LeaseWorker, Leases, MAX_LEASE_TIMEOUT_MS};
 use super::responder::Responder;
+use super::socket_file::remove_socket_file;
 use super::sql::{invalid_lease, Statement};
 use super::wire::{self, GoAwayReason, Request, RequestPayload, ResponsePayload, ServerFrame, ServerHello};
 use crate::sqlite::ActorDatabase;
@@ -78,7 +79,7 @@ pub(super) async fn serve_listener(
         }
     }
     drop(listener);
-    super::remove_socket_file(&path);
+    remove_socket_file(&path);
     drain(&mut connections).await;
 }
 

@@ -6,7 +6,7 @@ use rivetkit_client_protocol as client_protocol;
 use serde_bare::Uint;
 use vbare::OwnedVersionedData;
 
-use super::{invalid, ToClient, ToServer};
+use super::messages::{invalid, ToClient, ToServer};
 use crate::protocol::bare::RESPONSE_VERSION;
 
 pub(super) fn encode_to_client(msg: &ToClient) -> anyhow::Result<Vec<u8>> {
@@ -60,6 +60,7 @@ pub(super) fn decode_to_server(data: &[u8]) -> anyhow::Result<ToServer> {
 mod tests {
     use super::super::tests::{all_messages, assert_invalid, hex, without_actor};
     use super::super::*;
+    use crate::error::ActorSpecifier;
     use client_protocol::generated::{v1, v2, v3};
     use rivetkit_client_protocol as client_protocol;
     use vbare::OwnedVersionedData;

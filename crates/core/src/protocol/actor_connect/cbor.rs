@@ -12,7 +12,7 @@ use std::io::Cursor;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{invalid, ToClient, ToServer};
+use super::messages::{invalid, ToClient, ToServer};
 use crate::protocol::cbor_json::to_cbor;
 
 const MAJOR_TEXT: u8 = 3;
@@ -182,6 +182,7 @@ pub(super) fn decode_to_server(data: &[u8]) -> anyhow::Result<ToServer> {
 mod tests {
     use super::super::tests::{all_messages, assert_invalid, hex, spec_actor, without_actor};
     use super::super::*;
+    use crate::error::ActorSpecifier;
     use crate::protocol::cbor_json::from_cbor;
     use ciborium::value::{Integer, Value as Cbor};
     use serde_json::{json, Value};

@@ -8,7 +8,7 @@
 
 use serde_json::{Map, Value};
 
-use super::{invalid, ToClient, ToServer};
+use super::messages::{invalid, ToClient, ToServer};
 use crate::protocol::cbor_json::{cbor_to_json, to_cbor};
 
 const BIGINT_TAG: &str = "$BigInt";
@@ -121,6 +121,7 @@ pub(super) fn decode_to_server(data: &[u8]) -> anyhow::Result<ToServer> {
 mod tests {
     use super::super::tests::{all_messages, assert_invalid, decode_err, hex, spec_actor, without_actor};
     use super::super::*;
+    use crate::error::ActorSpecifier;
     use crate::protocol::cbor_json::cbor_to_json;
     use serde_json::{json, Value};
 

@@ -24,6 +24,10 @@ const REPORT_POLL: Duration = Duration::from_millis(2);
 /// connection after ours closed it. The engine closes it once it has read
 /// our close, and with it every frame sent before.
 const CLOSE_WAIT: Duration = Duration::from_secs(10);
+/// After the envoy's stop, how long we still wait for its loop, at most
+/// (the drain's forced stop uses it too, never past its deadline plus
+/// `PAST_DEADLINE`).
+pub(super) const ENVOY_STOP_WAIT: Duration = Duration::from_secs(5);
 /// How long step 3a' waits for the engine to take the sleeps sent from
 /// here (a quiet engine: about 0.5 s for 30 actors, 2 s for a hundred; a
 /// busy one took more than 5 s for 4 of 10, and then the host left while
@@ -178,7 +182,7 @@ async fn held_ones_reported(envoy: &EnvoyHandle) -> bool {
 async fn close(envoy: &EnvoyHandle) -> bool {
     let mut session = envoy.subscribe_connection_session();
     envoy.shutdown(true);
-    if tokio::time::timeout(super::ENVOY_STOP_WAIT, envoy.wait_stopped()).await.is_err() {
+    if tokio::time::timeout(ENVOY_STOP_WAIT, envoy.wait_stopped()).await.is_err() {
         tracing::warn!("the envoy's loop did not end after its stop");
         return true;
     }

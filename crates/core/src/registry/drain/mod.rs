@@ -33,15 +33,12 @@ use crate::dispatcher::Dispatcher;
 mod hand_over;
 mod stop_here;
 
+use hand_over::ENVOY_STOP_WAIT;
 pub(crate) use stop_here::{stop_everything_here, Settled};
 
 /// Drain bound when the host configured none (the engine's own threshold
 /// is 30 minutes, far longer than anyone waits for Ctrl-C).
 pub const DEFAULT_DRAIN_CAP: Duration = Duration::from_secs(30);
-/// After the envoy's stop, how long we still wait for its loop, at most
-/// (after a forced stop never past the drain's deadline plus
-/// [`PAST_DEADLINE`]).
-const ENVOY_STOP_WAIT: Duration = Duration::from_secs(5);
 /// How long background jobs (stops, waiters) may take after the envoy
 /// stopped, at most (same limit).
 const TRACKER_WAIT: Duration = Duration::from_secs(5);

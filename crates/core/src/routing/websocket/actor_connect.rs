@@ -8,8 +8,8 @@ use std::sync::Arc;
 use futures::future::FutureExt;
 use rivet_envoy_client::config::{WebSocketHandler, WebSocketMessage, WebSocketSender};
 
+use super::socket_info::SocketInfo;
 use super::transport::SocketTransport;
-use super::SocketInfo;
 use crate::actor::outbox::Kind;
 use crate::actor::output_gate::unconfirmed;
 use crate::actor::save::SaveOptions;

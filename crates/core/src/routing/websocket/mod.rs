@@ -10,6 +10,7 @@ mod actor_connect;
 #[cfg(test)]
 mod proptests;
 pub mod raw;
+mod socket_info;
 mod transport;
 
 use std::collections::HashMap;
@@ -18,18 +19,7 @@ use std::sync::Arc;
 use rivet_envoy_client::config::{HttpRequest as EnvoyRequest, WebSocketHandler, WebSocketSender};
 
 use crate::dispatcher::Dispatcher;
-
-/// What the gateway told us about one socket.
-pub(crate) struct SocketInfo {
-    pub gateway_id: [u8; 4],
-    pub request_id: [u8; 4],
-    pub path: String,
-    pub headers: HashMap<String, String>,
-    /// The gateway keeps it open while the actor sleeps.
-    pub is_hibernatable: bool,
-    /// A socket of a previous generation, reopened for this one.
-    pub is_restoring: bool,
-}
+use socket_info::SocketInfo;
 
 /// Whether the gateway may keep a socket on `path` open while the actor
 /// sleeps, as far as the path tells: always for actor-connect (raw sockets

@@ -25,7 +25,7 @@ use std::sync::Arc;
 use futures::future::FutureExt;
 use rivet_envoy_client::config::{HttpRequest as EnvoyRequest, WebSocketHandler, WebSocketMessage, WebSocketSender};
 
-use super::SocketInfo;
+use super::socket_info::SocketInfo;
 use crate::actor::save::SaveOptions;
 use crate::actor::websocket::RawWebSocket;
 use crate::actor::{conn, ActorTaskHandle, Conn, ConnTransport, Hibernation, HttpRequest};
