@@ -188,7 +188,10 @@ function readFile(file) {
 	}
 	// A re-export the file's own code also uses is an import of it.
 	for (const r of reexports) {
-		if (r.name !== "*" && new RegExp(`\\b${r.name}\\b`).test(body)) uses.push(r.path);
+		// A use of the name itself: not a field or method (`.name`), not a
+		// field declaration (`name: T`), not the `mod name;` it comes from.
+		const use = new RegExp(`(?<![.\\w])(?<!\\bmod\\s+)${r.name}\\b(?!\\s*:(?!:))`);
+		if (r.name !== "*" && use.test(body)) uses.push(r.path);
 	}
 	for (const m of body.matchAll(
 		/\b((?:crate|super|self|rivetkit_native_core)(?:::(?:super|[A-Za-z_][A-Za-z0-9_]*))+)/g,

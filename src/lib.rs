@@ -21,8 +21,8 @@
 //! `bridge` and `classes` and which nothing uses.
 //!
 //! No two files import each other, directly or through others; inside a
-//! folder, its `mod.rs` says the order. `cargo test` checks neither rule:
-//! keep them when adding a file.
+//! folder, its `mod.rs` says the order. `__test__/layers.test.mjs` checks
+//! both rules against docs/architecture.md.
 
 #![deny(clippy::all)]
 

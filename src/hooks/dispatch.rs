@@ -76,6 +76,8 @@ impl JsHooks {
 }
 
 impl ActorHooks for JsHooks {
+    type Ctx = CoreContext;
+
     fn on_migrate(&self, ctx: &CoreContext, is_new: bool) -> Option<BoxFuture<'static, anyhow::Result<()>>> {
         void_call(&self.on_migrate, || MigratePayload { ctx: js_ctx(ctx), is_new })
     }

@@ -6,7 +6,7 @@
 use tokio::sync::oneshot;
 
 use super::conn::Conn;
-use super::queue::send::QueueSendResult;
+use super::queue::send_result::QueueSendResult;
 use super::request::{HttpRequest, HttpResponse, QueueSendRequest};
 use super::websocket::RawWebSocket;
 

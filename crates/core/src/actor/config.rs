@@ -92,7 +92,7 @@ impl Default for ActorConfig {
             max_outgoing_message_size: 1_048_576,
             dispatch_queue_capacity: 1024,
             max_actions: super::task::DEFAULT_MAX_ACTIONS,
-            max_schedules: super::schedule::DEFAULT_MAX_SCHEDULES,
+            max_schedules: super::schedule::limits::DEFAULT_MAX_SCHEDULES,
             max_queue_size: super::queue::limits::DEFAULT_MAX_QUEUE_SIZE,
             max_queue_message_size: super::queue::limits::DEFAULT_MAX_MESSAGE_SIZE,
             has_state: false,

@@ -37,6 +37,9 @@ use crate::error::{catalog, ActorSpecifier, RivetError};
 #[derive(Clone)]
 pub struct ActorContext(Arc<Inner>);
 
+/// An actor type's hooks, as the context holds them and the task calls them.
+pub type DynHooks = dyn ActorHooks<Ctx = ActorContext>;
+
 /// A context that does not keep its generation alive (for what the
 /// generation's own connections and sockets hold).
 #[derive(Clone)]
@@ -54,7 +57,7 @@ struct Inner {
     /// The actor type's hooks (`None` for a type not registered, whose
     /// start fails); workflow flushes use them to serialize the state
     /// (docs/workflows.md).
-    hooks: Option<Arc<dyn ActorHooks>>,
+    hooks: Option<Arc<DynHooks>>,
     signals: Signals,
     /// Keep-awake regions and tracked work.
     activity: Activity,
@@ -91,7 +94,7 @@ impl ActorContext {
         lost: CancellationToken,
         link: Arc<dyn EngineLink>,
         config: &ActorConfig,
-        hooks: Option<Arc<dyn ActorHooks>>,
+        hooks: Option<Arc<DynHooks>>,
     ) -> (Self, Inbox) {
         let (clients, inbox) = Clients::new(config.dispatch_queue_capacity);
         let ctx = Self(Arc::new(Inner {
@@ -135,7 +138,7 @@ impl ActorContext {
     pub fn link(&self) -> &Arc<dyn EngineLink> {
         &self.0.link
     }
-    pub fn hooks(&self) -> Option<Arc<dyn ActorHooks>> {
+    pub fn hooks(&self) -> Option<Arc<DynHooks>> {
         self.0.hooks.clone()
     }
 
@@ -638,7 +641,7 @@ impl ActorContext {
     }
 
     /// A context for tests whose actor type has `hooks`.
-    pub(crate) fn for_test_with_hooks(actor_id: &str, generation: u32, hooks: Arc<dyn ActorHooks>) -> Self {
+    pub(crate) fn for_test_with_hooks(actor_id: &str, generation: u32, hooks: Arc<DynHooks>) -> Self {
         Self::for_test_built(actor_id, generation, Arc::new(super::link::MemoryLink::default()), Some(hooks))
     }
 
@@ -646,7 +649,7 @@ impl ActorContext {
         actor_id: &str,
         generation: u32,
         link: Arc<dyn EngineLink>,
-        hooks: Option<Arc<dyn ActorHooks>>,
+        hooks: Option<Arc<DynHooks>>,
     ) -> Self {
         let identity = ActorIdentity {
             actor_id: actor_id.into(),

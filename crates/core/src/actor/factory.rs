@@ -2,16 +2,16 @@
 
 use std::sync::Arc;
 
-use super::{ActorConfig, ActorHooks};
+use super::{ActorConfig, DynHooks};
 
 #[derive(Clone)]
 pub struct ActorFactory {
     pub config: Arc<ActorConfig>,
-    pub hooks: Arc<dyn ActorHooks>,
+    pub hooks: Arc<DynHooks>,
 }
 
 impl ActorFactory {
-    pub fn new(config: ActorConfig, hooks: Arc<dyn ActorHooks>) -> Self {
+    pub fn new(config: ActorConfig, hooks: Arc<DynHooks>) -> Self {
         Self { config: Arc::new(config), hooks }
     }
 }

@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::request::{HttpRequest, HttpResponse, QueueSendRequest};
 use super::websocket::RawWebSocket;
-use super::{ActorContext, Conn, ScheduledFire};
+use super::{Conn, ScheduledFire};
 
 /// Hooks of the shape `(ctx) -> ()`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -66,32 +66,36 @@ pub struct StateDelta {
 
 /// User code for one actor type. Every method has a default that does
 /// nothing, so a runtime implements only what the user defined.
+///
+/// `Ctx` is the context the hooks are called with: the core's
+/// `ActorContext`, which holds them as `DynHooks`. Named here as an
+/// associated type, so that this file and the context do not import each
+/// other.
 pub trait ActorHooks: Send + Sync + 'static {
+    /// The actor context the hooks receive.
+    type Ctx;
+
     /// `onMigrate({ctx, isNew})`; `None` when not defined.
-    fn on_migrate(&self, _ctx: &ActorContext, _is_new: bool) -> Option<BoxFuture<'static, anyhow::Result<()>>> {
+    fn on_migrate(&self, _ctx: &Self::Ctx, _is_new: bool) -> Option<BoxFuture<'static, anyhow::Result<()>>> {
         None
     }
 
     /// `createState({ctx, input})` → initial state bytes; `None` when not defined.
     fn create_state(
         &self,
-        _ctx: &ActorContext,
+        _ctx: &Self::Ctx,
         _input: Option<Vec<u8>>,
     ) -> Option<BoxFuture<'static, anyhow::Result<Vec<u8>>>> {
         None
     }
 
     /// `onCreate({ctx, input})`; `None` when not defined.
-    fn on_create(
-        &self,
-        _ctx: &ActorContext,
-        _input: Option<Vec<u8>>,
-    ) -> Option<BoxFuture<'static, anyhow::Result<()>>> {
+    fn on_create(&self, _ctx: &Self::Ctx, _input: Option<Vec<u8>>) -> Option<BoxFuture<'static, anyhow::Result<()>>> {
         None
     }
 
     /// Any `(ctx) -> ()` hook; `None` when not defined.
-    fn lifecycle(&self, _hook: LifecycleHook, _ctx: &ActorContext) -> Option<BoxFuture<'static, anyhow::Result<()>>> {
+    fn lifecycle(&self, _hook: LifecycleHook, _ctx: &Self::Ctx) -> Option<BoxFuture<'static, anyhow::Result<()>>> {
         None
     }
 
@@ -100,7 +104,7 @@ pub trait ActorHooks: Send + Sync + 'static {
     /// saved as is).
     fn serialize_state(
         &self,
-        _ctx: &ActorContext,
+        _ctx: &Self::Ctx,
         _reason: SerializeReason,
     ) -> Option<BoxFuture<'static, anyhow::Result<StateDelta>>> {
         None
@@ -111,7 +115,7 @@ pub trait ActorHooks: Send + Sync + 'static {
     /// case) copies nothing for it.
     fn on_before_connect(
         &self,
-        _ctx: &ActorContext,
+        _ctx: &Self::Ctx,
         _params: &[u8],
         _request: Option<&HttpRequest>,
     ) -> Option<BoxFuture<'static, anyhow::Result<()>>> {
@@ -122,7 +126,7 @@ pub trait ActorHooks: Send + Sync + 'static {
     /// initial state. Borrowed parameters, as for `on_before_connect`.
     fn create_conn_state(
         &self,
-        _ctx: &ActorContext,
+        _ctx: &Self::Ctx,
         _conn: &Conn,
         _params: &[u8],
         _request: Option<&HttpRequest>,
@@ -133,7 +137,7 @@ pub trait ActorHooks: Send + Sync + 'static {
     /// `onConnect({ctx, conn, request})`.
     fn on_connect(
         &self,
-        _ctx: &ActorContext,
+        _ctx: &Self::Ctx,
         _conn: &Conn,
         _request: Option<HttpRequest>,
     ) -> Option<BoxFuture<'static, anyhow::Result<()>>> {
@@ -141,14 +145,14 @@ pub trait ActorHooks: Send + Sync + 'static {
     }
 
     /// `onDisconnect({ctx, conn})`, after the connection was removed.
-    fn on_disconnect(&self, _ctx: &ActorContext, _conn: &Conn) -> Option<BoxFuture<'static, anyhow::Result<()>>> {
+    fn on_disconnect(&self, _ctx: &Self::Ctx, _conn: &Conn) -> Option<BoxFuture<'static, anyhow::Result<()>>> {
         None
     }
 
     /// `onBeforeSubscribe({ctx, conn, eventName})`: reject to refuse.
     fn on_before_subscribe(
         &self,
-        _ctx: &ActorContext,
+        _ctx: &Self::Ctx,
         _conn: &Conn,
         _event_name: &str,
     ) -> Option<BoxFuture<'static, anyhow::Result<()>>> {
@@ -161,7 +165,7 @@ pub trait ActorHooks: Send + Sync + 'static {
     /// stops waiting (timeout, abort).
     fn action(
         &self,
-        _ctx: &ActorContext,
+        _ctx: &Self::Ctx,
         _conn: Option<&Conn>,
         _name: &str,
         _args: Vec<u8>,
@@ -175,7 +179,7 @@ pub trait ActorHooks: Send + Sync + 'static {
     /// action, with no connection.
     fn scheduled_action(
         &self,
-        ctx: &ActorContext,
+        ctx: &Self::Ctx,
         name: &str,
         args: Vec<u8>,
         _fire: &ScheduledFire,
@@ -192,7 +196,7 @@ pub trait ActorHooks: Send + Sync + 'static {
     /// reference.
     fn on_queue_send(
         &self,
-        _ctx: &ActorContext,
+        _ctx: &Self::Ctx,
         _conn: &Conn,
         _request: HttpRequest,
         _send: QueueSendRequest,
@@ -205,7 +209,7 @@ pub trait ActorHooks: Send + Sync + 'static {
     /// stops waiting (timeout, abort). `None` when not defined.
     fn on_request(
         &self,
-        _ctx: &ActorContext,
+        _ctx: &Self::Ctx,
         _request: HttpRequest,
         _cancel: CancellationToken,
     ) -> Option<BoxFuture<'static, anyhow::Result<HttpResponse>>> {
@@ -215,7 +219,7 @@ pub trait ActorHooks: Send + Sync + 'static {
     /// `getWorkflowHistory({ctx})`: the workflow's history, encoded by the
     /// host for the inspector (`Ok(None)`: no history yet). `None` when the
     /// actor's `run` is not a workflow (docs/inspector.md).
-    fn workflow_history(&self, _ctx: &ActorContext) -> Option<BoxFuture<'static, anyhow::Result<Option<Vec<u8>>>>> {
+    fn workflow_history(&self, _ctx: &Self::Ctx) -> Option<BoxFuture<'static, anyhow::Result<Option<Vec<u8>>>>> {
         None
     }
 
@@ -224,7 +228,7 @@ pub trait ActorHooks: Send + Sync + 'static {
     /// [`ActorHooks::workflow_history`]. `None` when not defined.
     fn replay_workflow(
         &self,
-        _ctx: &ActorContext,
+        _ctx: &Self::Ctx,
         _entry_id: Option<String>,
     ) -> Option<BoxFuture<'static, anyhow::Result<Option<Vec<u8>>>>> {
         None
@@ -236,7 +240,7 @@ pub trait ActorHooks: Send + Sync + 'static {
     /// `None` when not defined.
     fn on_websocket(
         &self,
-        _ctx: &ActorContext,
+        _ctx: &Self::Ctx,
         _conn: &Conn,
         _ws: RawWebSocket,
         _request: Option<HttpRequest>,

@@ -47,7 +47,7 @@ pub use clients::Inbox;
 pub use commands::ShutdownKind;
 pub use config::{ActorConfig, InspectorTab, OutputGate};
 pub use conn::{Conn, ConnRecord, ConnTransport, Connections, Hibernation};
-pub use context::{ActorContext, GenerationHold};
+pub use context::{ActorContext, DynHooks, GenerationHold};
 pub use factory::ActorFactory;
 pub use hooks::{ActorHooks, LifecycleHook, SerializeReason, StateDelta};
 pub use key::ActorKey;

@@ -8,7 +8,7 @@
 //! docs/workflows.md.
 
 use crate::actor::keys::WORKFLOW_MARK_KEY;
-use crate::actor::{storage, ActorContext, ActorHooks};
+use crate::actor::{storage, ActorContext, DynHooks};
 use crate::sqlite::{BindParam, ColumnValue, SqliteTransaction};
 
 /// RivetKit reads the rows under this prefix (storage area 6, version 1)
@@ -62,7 +62,7 @@ pub(crate) async fn known_revision(ctx: &ActorContext, mark: &mut Option<u64>) -
 /// Flushes of one generation run one at a time.
 pub async fn save_state_and_batch(
     ctx: &ActorContext,
-    hooks: Option<&dyn ActorHooks>,
+    hooks: Option<&DynHooks>,
     writes: Vec<WorkflowKvWrite>,
 ) -> anyhow::Result<()> {
     let mut mark = ctx.persisted().workflow_mark().lock().await;

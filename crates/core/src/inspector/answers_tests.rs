@@ -10,7 +10,7 @@ fn context(name: &str) -> ActorContext {
 }
 
 /// [`context`], for an actor type with `hooks`.
-fn context_with(name: &str, hooks: std::sync::Arc<dyn crate::actor::ActorHooks>) -> ActorContext {
+fn context_with(name: &str, hooks: std::sync::Arc<crate::actor::DynHooks>) -> ActorContext {
     ActorContext::for_test_with_hooks(&unique(name), 1, hooks)
 }
 
@@ -114,6 +114,8 @@ struct Workflow {
 type History = futures::future::BoxFuture<'static, anyhow::Result<Option<Vec<u8>>>>;
 
 impl crate::actor::ActorHooks for Workflow {
+    type Ctx = ActorContext;
+
     fn workflow_history(&self, _ctx: &ActorContext) -> Option<History> {
         let hang = self.hang;
         Some(Box::pin(async move {

@@ -15,7 +15,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::expr::Cadence;
-use super::{CronFire, CronJob, FireResult, ScheduleErrorInfo};
+use super::record::{CronFire, CronJob, FireResult, ScheduleErrorInfo};
 use crate::actor::keys::cron::{history_end, history_prefix, job_key, jobs_range, seq_of};
 use crate::actor::kv::{check_value, ENGINE_MAX_KEYS, LIST_PAGE_SIZE};
 use crate::actor::ActorContext;

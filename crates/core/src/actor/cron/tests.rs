@@ -1,8 +1,11 @@
 use super::*;
 use std::sync::Arc;
 
+use crate::actor::clock::now_ms;
 use crate::actor::link::MemoryLink;
 use crate::actor::schedule;
+use crate::actor::ActorContext;
+use crate::error::RivetError;
 
 fn code(err: &anyhow::Error) -> String {
     RivetError::extract(err).qualified_code()

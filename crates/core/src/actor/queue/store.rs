@@ -16,7 +16,7 @@
 use super::super::keys::queue::{body_key, header_key, headers_range, id_of, messages_range, next_id_key};
 use super::super::kv::{ENGINE_MAX_KEYS, LIST_PAGE_SIZE};
 use super::super::ActorContext;
-use super::Header;
+use super::header::Header;
 
 const HEADER_VERSION: u8 = 1;
 /// A header that also holds the sender's ray ID.

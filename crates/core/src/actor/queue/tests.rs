@@ -1,6 +1,7 @@
 use std::time::Duration;
 
 use super::*;
+use crate::actor::ActorContext;
 use crate::error::RivetError;
 
 fn code(err: &anyhow::Error) -> String {

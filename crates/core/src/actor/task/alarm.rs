@@ -3,10 +3,6 @@
 //! docs/queues-cron.md), fired only while started; a sleeping actor is
 //! started by the engine's alarm and fires them then.
 
-use std::time::Duration;
-
-use tokio::time::Instant;
-
 use super::{with_timeout, ActorTask};
 use crate::actor::{cron, schedule, LifecycleHook};
 use crate::error::{catalog, RivetError};
@@ -122,11 +118,4 @@ impl ActorTask {
             }
         });
     }
-}
-
-/// `Instant` of an epoch-ms timestamp (now if it is in the past).
-pub(super) fn instant_of(timestamp_ms: Option<i64>) -> Option<Instant> {
-    let ts = timestamp_ms?;
-    let delay = u64::try_from(ts.saturating_sub(schedule::now_ms())).unwrap_or(0);
-    Some(Instant::now() + Duration::from_millis(delay))
 }

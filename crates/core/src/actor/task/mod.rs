@@ -31,6 +31,7 @@ pub use super::commands::{DispatchCommand, LifecycleCommand, ShutdownKind};
 pub use action_slots::DEFAULT_MAX_ACTIONS;
 pub use handle::ActorTaskHandle;
 
+use super::clock;
 use super::lifecycle::Phase;
 use super::{ActorContext, ActorFactory, GenerationHold, Inbox, LifecycleHook};
 use crate::error::catalog;
@@ -151,7 +152,7 @@ impl ActorTask {
             // a hook that awaits a save there cannot deadlock the shutdown.
             let save_deadline = self.ctx.persisted().saves().deadline().filter(|_| accepting && self.saving.is_none());
             let wake_at = self.ctx.next_wake();
-            let alarm_deadline = alarm::instant_of(wake_at).filter(|_| phase == Phase::Started);
+            let alarm_deadline = clock::instant_of(wake_at).filter(|_| phase == Phase::Started);
             let sleep_deadline = self.sleep_deadline.filter(|_| phase == Phase::Started);
             let hook_due = self.grace.as_ref().filter(|g| g.pending.is_some()).map(|g| g.hook_due);
             tokio::select! {

@@ -4,14 +4,14 @@
 
 use std::time::Duration;
 
-use crate::actor::{conn_store, storage, ActorContext, ActorHooks, SerializeReason};
+use crate::actor::{conn_store, storage, ActorContext, DynHooks, SerializeReason};
 use crate::error::{catalog, RivetError};
 
 /// How long `serializeState` may take before the save goes ahead with the
 /// state the context already has.
 const SERIALIZE_TIMEOUT: Duration = Duration::from_secs(15);
 
-pub(super) async fn save(ctx: &ActorContext, hooks: &dyn ActorHooks) -> anyhow::Result<()> {
+pub(super) async fn save(ctx: &ActorContext, hooks: &DynHooks) -> anyhow::Result<()> {
     if ctx.is_lost() {
         // A lost generation never writes (its successor owns the data), and
         // nothing it changed is durable: gated answers must not leave.
@@ -25,7 +25,7 @@ pub(super) async fn save(ctx: &ActorContext, hooks: &dyn ActorHooks) -> anyhow::
 
 /// Asks the host for its latest state (`serializeState`) and keeps it in
 /// the context; on a failure or timeout the last known state stays.
-pub(crate) async fn refresh_state(ctx: &ActorContext, hooks: &dyn ActorHooks) {
+pub(crate) async fn refresh_state(ctx: &ActorContext, hooks: &DynHooks) {
     if let Some(fut) = hooks.serialize_state(ctx, SerializeReason::Save) {
         match tokio::time::timeout(SERIALIZE_TIMEOUT, fut).await {
             Ok(Ok(delta)) => {

@@ -7,7 +7,7 @@ use tokio::time::Instant;
 
 use super::{ActorTask, Grace, Phase, LOST_SHUTDOWN_GRACE_PERIOD};
 use crate::actor::commands::{Reply, ShutdownKind};
-use crate::actor::{ActorContext, ActorHooks, LifecycleHook};
+use crate::actor::{ActorContext, DynHooks, LifecycleHook};
 use crate::error::catalog;
 
 /// The final save may take at least this long, however short the grace.
@@ -205,7 +205,7 @@ fn log_lost() {
 /// limits with the same words, and that one never passes); the caller
 /// bounds the whole. A generation that may no longer write, and a
 /// failure no retry mends (`save::is_permanent`), are not tried again.
-async fn final_save_with_retries(ctx: &ActorContext, hooks: &dyn ActorHooks) -> anyhow::Result<()> {
+async fn final_save_with_retries(ctx: &ActorContext, hooks: &DynHooks) -> anyhow::Result<()> {
     let mut wait = FINAL_SAVE_RETRY_FIRST;
     for attempt in 1.. {
         let result = super::persist::save(ctx, hooks).await;

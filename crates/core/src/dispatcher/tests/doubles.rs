@@ -102,6 +102,8 @@ impl TestHooks {
 }
 
 impl ActorHooks for TestHooks {
+    type Ctx = ActorContext;
+
     fn create_state(
         &self,
         ctx: &ActorContext,

@@ -28,6 +28,8 @@ const ACTOR: &str = "actor-1";
 struct Actions;
 
 impl ActorHooks for Actions {
+    type Ctx = ActorContext;
+
     fn action(
         &self,
         _ctx: &ActorContext,
