@@ -80,3 +80,41 @@ describe("environment variables", () => {
 		assert.deepEqual([...inReadme].sort(), expected);
 	});
 });
+
+describe("error codes", () => {
+	const table = new Set(
+		[...read("crates/core/src/error_codes.rs").matchAll(/^\s+[A-Z0-9_]+ = "([a-z0-9_]+)", "([a-z0-9_]+)";/gm)].map(
+			(m) => `${m[1]}.${m[2]}`,
+		),
+	);
+
+	it("error_codes.rs declares them", () => {
+		assert.ok(table.has("actor.not_found") && table.size > 50, [...table].join(" "));
+	});
+
+	it("docs/errors.md lists exactly the declared ones", () => {
+		const md = read("docs/errors.md");
+		const start = md.indexOf("## Codes we raise");
+		const section = md.slice(start, md.indexOf("\n## ", start + 1));
+		const documented = new Set();
+		for (const line of section.split("\n")) {
+			if (!line.startsWith("| `")) continue;
+			for (const m of line.split("|")[1].matchAll(/`([a-z_]+)\.(\{[^}]+\}|[a-z0-9_]+)`/g)) {
+				const codes = m[2].startsWith("{") ? m[2].slice(1, -1).split(",") : [m[2]];
+				for (const code of codes) documented.add(`${m[1]}.${code.trim()}`);
+			}
+		}
+		assert.deepEqual([...documented].sort(), [...table].sort());
+	});
+
+	it("product code builds errors only from the table, except the bridge from JavaScript", () => {
+		const foreign = [];
+		for (const path of productRust) {
+			const code = stripTestItems(stripCode(read(path)));
+			if (/RivetError::foreign\(/.test(code) && path !== "src/bridge/error.rs" && path !== "src/error.rs") {
+				foreign.push(path);
+			}
+		}
+		assert.deepEqual(foreign, []);
+	});
+});

@@ -186,8 +186,7 @@ fn log_if_internal(bridged: &BridgedError, err: &anyhow::Error) {
 /// closing, or the call was dropped before JavaScript answered).
 pub fn js_callback_unavailable(callback: &str, reason: &str) -> anyhow::Error {
     RivetError::new(
-        "actor",
-        "js_callback_unavailable",
+        rivetkit_native_core::error_codes::ACTOR_JS_CALLBACK_UNAVAILABLE,
         format!("JavaScript callback `{callback}` could not be invoked: {reason}"),
     )
     .with_metadata(json!({ "callback": callback, "reason": reason }))
@@ -197,8 +196,7 @@ pub fn js_callback_unavailable(callback: &str, reason: &str) -> anyhow::Error {
 /// A JavaScript callback answered with a value of the wrong type.
 pub fn invalid_return(callback: &str, detail: &str) -> anyhow::Error {
     RivetError::new(
-        "napi",
-        "invalid_return",
+        rivetkit_native_core::error_codes::NAPI_INVALID_RETURN,
         format!("JavaScript callback `{callback}` returned an invalid value: {detail}"),
     )
     .with_metadata(json!({ "callback": callback, "detail": detail }))
@@ -277,7 +275,7 @@ fn parse_one_bridged(reason: &str) -> Option<BridgedError> {
         code = bare.to_owned();
     }
     let message = text("message").unwrap_or_else(|| format!("{group}.{code}"));
-    let mut error = RivetError::new(group, code, message);
+    let mut error = RivetError::foreign(group, code, message);
     error.metadata = object.get("metadata").filter(|m| !m.is_null()).cloned();
     error.actor = object.get("actor").and_then(parse_actor);
     let public = object.get("public").and_then(Value::as_bool).unwrap_or(false);
@@ -343,9 +341,12 @@ mod tests {
         // What RivetKit 2.3.19 sends back for `c.cron.every`: our error's
         // `group`, its qualified `code`, and our bridged message as message.
         let ours = BridgedError::from_anyhow(
-            &RivetError::new("schedule", "invalid_interval", "Schedule interval must be at least 5000 ms.")
-                .with_metadata(json!({"intervalMs": 1000}))
-                .into_anyhow(),
+            &RivetError::new(
+                rivetkit_native_core::error_codes::SCHEDULE_INVALID_INTERVAL,
+                "Schedule interval must be at least 5000 ms.",
+            )
+            .with_metadata(json!({"intervalMs": 1000}))
+            .into_anyhow(),
         );
         let rewrapped = format!(
             "Error: {BRIDGE_PREFIX}{}",

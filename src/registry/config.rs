@@ -132,7 +132,7 @@ impl JsServeConfig {
 }
 
 fn invalid_config(message: String) -> anyhow::Error {
-    RivetError::new("config", "invalid", message).into_anyhow()
+    RivetError::new(rivetkit_native_core::error_codes::CONFIG_INVALID, message).into_anyhow()
 }
 
 /// The serverless settings of a JS config (defaults: base path

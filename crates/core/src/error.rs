@@ -14,6 +14,8 @@ use std::fmt;
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::error_codes::ErrorCode;
+
 /// Identifies the actor generation that produced an error.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -45,7 +47,14 @@ impl fmt::Display for RivetError {
 impl std::error::Error for RivetError {}
 
 impl RivetError {
-    pub fn new(group: impl Into<String>, code: impl Into<String>, message: impl Into<String>) -> Self {
+    /// An error of ours: its identity from the table (crate::error_codes).
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self::foreign(code.group, code.code, message)
+    }
+
+    /// An error whose identity comes from elsewhere: JavaScript (a hook's
+    /// throw), a decoded error body, a test.
+    pub fn foreign(group: impl Into<String>, code: impl Into<String>, message: impl Into<String>) -> Self {
         Self { group: group.into(), code: code.into(), message: message.into(), metadata: None, actor: None }
     }
 
@@ -83,7 +92,7 @@ impl RivetError {
             .cloned()
             .or_else(|| err.chain().find_map(|e| e.downcast_ref::<RivetError>().cloned()))
             .unwrap_or_else(|| {
-                let mut e = RivetError::new("core", "internal_error", internal_message(err));
+                let mut e = RivetError::new(crate::error_codes::CORE_INTERNAL_ERROR, internal_message(err));
                 e.metadata = Some(serde_json::json!({ "error": format!("{err:#}") }));
                 e
             });
@@ -177,17 +186,17 @@ pub mod catalog {
     use serde_json::json;
 
     pub fn actor_starting() -> RivetError {
-        RivetError::new("actor", "starting", "Actor is starting.")
+        RivetError::new(crate::error_codes::ACTOR_STARTING, "Actor is starting.")
     }
     pub fn actor_not_ready() -> RivetError {
-        RivetError::new("actor", "not_ready", "Actor is not ready.")
+        RivetError::new(crate::error_codes::ACTOR_NOT_READY, "Actor is not ready.")
     }
     pub fn actor_stopping(context: Option<&str>) -> RivetError {
         let message = match context {
             Some(c) => format!("Actor is stopping: {c}."),
             None => "Actor is stopping.".to_string(),
         };
-        RivetError::new("actor", "stopping", message)
+        RivetError::new(crate::error_codes::ACTOR_STOPPING, message)
     }
     /// A new actor whose key the engine gave to another actor
     /// (docs/generations.md, I13). The code starts with `destroyed_`
@@ -196,8 +205,7 @@ pub mod catalog {
     /// it resolves the key again and retries, reaching the owner.
     pub fn actor_duplicate_key(key: &str, owner: &str) -> RivetError {
         RivetError::new(
-            "actor",
-            "destroyed_duplicate_key",
+            crate::error_codes::ACTOR_DESTROYED_DUPLICATE_KEY,
             format!(
                 "Another actor ({owner}) holds key {key:?}; this one was created in a race, does not start, and is \
                  destroyed by the engine."
@@ -207,62 +215,63 @@ pub mod catalog {
     }
     /// The output gate withheld an answer (docs/durability.md).
     pub fn actor_save_unconfirmed(reason: &str) -> RivetError {
-        RivetError::new(
-            "actor",
-            "save_unconfirmed",
-            format!("The work ran, but the engine did not confirm the save of what it changed ({reason}); it may not have taken effect."),
+        RivetError::new(crate::error_codes::ACTOR_SAVE_UNCONFIRMED, format!("The work ran, but the engine did not confirm the save of what it changed ({reason}); it may not have taken effect."),
         )
     }
     /// RivetKit's "retry on the next generation" (the client retries it at
     /// once): the work did not run here.
     pub fn actor_restarting(reason: &str) -> RivetError {
-        RivetError::new("actor", "restarting", format!("Actor is restarting ({reason}). Retry the request."))
-            .with_metadata(serde_json::json!({ "retryable": true }))
+        RivetError::new(
+            crate::error_codes::ACTOR_RESTARTING,
+            format!("Actor is restarting ({reason}). Retry the request."),
+        )
+        .with_metadata(serde_json::json!({ "retryable": true }))
     }
     pub fn actor_destroying() -> RivetError {
-        RivetError::new("actor", "destroying", "Actor is destroying.")
+        RivetError::new(crate::error_codes::ACTOR_DESTROYING, "Actor is destroying.")
     }
     pub fn actor_dropped_reply() -> RivetError {
-        RivetError::new("actor", "dropped_reply", "Actor reply channel was dropped without a response.")
+        RivetError::new(crate::error_codes::ACTOR_DROPPED_REPLY, "Actor reply channel was dropped without a response.")
     }
     pub fn actor_overloaded(channel: &str, operation: &str, capacity: usize) -> RivetError {
         RivetError::new(
-            "actor",
-            "overloaded",
+            crate::error_codes::ACTOR_OVERLOADED,
             format!("Actor channel '{channel}' is overloaded while attempting to {operation} (capacity {capacity})."),
         )
         .with_metadata(json!({ "channel": channel, "operation": operation, "capacity": capacity }))
     }
     pub fn actor_not_found(resource: &str, id: &str) -> RivetError {
-        RivetError::new("actor", "not_found", format!("Actor {resource} '{id}' was not found."))
+        RivetError::new(crate::error_codes::ACTOR_NOT_FOUND, format!("Actor {resource} '{id}' was not found."))
             .with_metadata(json!({ "resource": resource, "id": id }))
     }
     pub fn actor_not_registered(actor_name: &str) -> RivetError {
-        RivetError::new("actor", "not_registered", format!("Actor factory '{actor_name}' is not registered."))
-            .with_metadata(json!({ "actor_name": actor_name }))
+        RivetError::new(
+            crate::error_codes::ACTOR_NOT_REGISTERED,
+            format!("Actor factory '{actor_name}' is not registered."),
+        )
+        .with_metadata(json!({ "actor_name": actor_name }))
     }
     pub fn callback_timed_out(callback_name: &str, duration_ms: u64) -> RivetError {
         RivetError::new(
-            "actor",
-            "callback_timed_out",
+            crate::error_codes::ACTOR_CALLBACK_TIMED_OUT,
             format!("callback `{callback_name}` timed out after {duration_ms} ms"),
         )
         .with_metadata(json!({ "callback_name": callback_name, "duration_ms": duration_ms }))
     }
     pub fn action_timed_out() -> RivetError {
-        RivetError::new("actor", "action_timed_out", "Action timed out")
+        RivetError::new(crate::error_codes::ACTOR_ACTION_TIMED_OUT, "Action timed out")
     }
     pub fn actor_aborted() -> RivetError {
-        RivetError::new("actor", "aborted", "Actor aborted")
+        RivetError::new(crate::error_codes::ACTOR_ABORTED, "Actor aborted")
     }
     pub fn invalid_state(message: impl Into<String>) -> RivetError {
-        RivetError::new("napi", "invalid_state", message)
+        RivetError::new(crate::error_codes::NAPI_INVALID_STATE, message)
     }
     pub fn invalid_argument(message: impl Into<String>) -> RivetError {
-        RivetError::new("napi", "invalid_argument", message)
+        RivetError::new(crate::error_codes::NAPI_INVALID_ARGUMENT, message)
     }
     pub fn registry_shut_down() -> RivetError {
-        RivetError::new("registry", "shut_down", "The registry is shut down.")
+        RivetError::new(crate::error_codes::REGISTRY_SHUT_DOWN, "The registry is shut down.")
     }
 }
 

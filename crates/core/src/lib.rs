@@ -25,6 +25,7 @@ pub mod engine;
 pub mod env;
 pub mod envoy;
 pub mod error;
+pub mod error_codes;
 pub mod inspector;
 pub mod listener;
 pub mod protocol;

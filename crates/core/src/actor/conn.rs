@@ -200,9 +200,12 @@ impl Conn {
     pub fn check_can_send(&self) -> anyhow::Result<()> {
         match self.transport() {
             Some(_) => Ok(()),
-            None => Err(RivetError::new("connection", "not_configured", "Connection transport is not configured.")
-                .with_metadata(serde_json::json!({ "component": "transport" }))
-                .into_anyhow()),
+            None => Err(RivetError::new(
+                crate::error_codes::CONNECTION_NOT_CONFIGURED,
+                "Connection transport is not configured.",
+            )
+            .with_metadata(serde_json::json!({ "component": "transport" }))
+            .into_anyhow()),
         }
     }
 

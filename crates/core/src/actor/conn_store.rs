@@ -60,8 +60,7 @@ impl Header {
 /// connection keeps working, and is not saved until it shrinks.
 pub fn record_too_large(id: &str, size: usize) -> RivetError {
     RivetError::new(
-        "connection",
-        "record_too_large",
+        crate::error_codes::CONNECTION_RECORD_TOO_LARGE,
         format!(
             "Connection {id} cannot be persisted: its record (params, state and subscriptions) is {size} bytes; \
              at most {MAX_CONN_RECORD_SIZE} bytes can be saved."

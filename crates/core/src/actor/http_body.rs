@@ -38,12 +38,12 @@ pub const INLINE_BODY: usize = 64 * 1024;
 
 /// `http.stream_closed`: the other side of a streamed body went away.
 pub fn stream_closed(message: &str) -> RivetError {
-    RivetError::new("http", "stream_closed", message.to_string())
+    RivetError::new(crate::error_codes::HTTP_STREAM_CLOSED, message.to_string())
 }
 
 /// `http.stream_aborted`: the client aborted its upload mid-way.
 fn stream_aborted(detail: impl fmt::Display) -> RivetError {
-    RivetError::new("http", "stream_aborted", format!("The request body stream was aborted: {detail}"))
+    RivetError::new(crate::error_codes::HTTP_STREAM_ABORTED, format!("The request body stream was aborted: {detail}"))
 }
 
 struct ReaderInner {

@@ -295,7 +295,7 @@ fn lost_error(ctx: &ActorContext) -> anyhow::Error {
 /// `kv.key_too_large` unless `key` fits.
 pub fn check_key(key: &[u8]) -> anyhow::Result<()> {
     if key.len() > MAX_KEY_SIZE {
-        return Err(too_large("key_too_large", "key", key.len(), MAX_KEY_SIZE));
+        return Err(too_large(crate::error_codes::KV_KEY_TOO_LARGE, "key", key.len(), MAX_KEY_SIZE));
     }
     Ok(())
 }
@@ -303,13 +303,13 @@ pub fn check_key(key: &[u8]) -> anyhow::Result<()> {
 /// `kv.value_too_large` unless `value` fits.
 pub fn check_value(value: &[u8]) -> anyhow::Result<()> {
     if value.len() > MAX_VALUE_SIZE {
-        return Err(too_large("value_too_large", "value", value.len(), MAX_VALUE_SIZE));
+        return Err(too_large(crate::error_codes::KV_VALUE_TOO_LARGE, "value", value.len(), MAX_VALUE_SIZE));
     }
     Ok(())
 }
 
-fn too_large(code: &str, what: &str, size: usize, limit: usize) -> anyhow::Error {
-    RivetError::new("kv", code, format!("KV {what} too large ({size} bytes). Limit is {limit} bytes."))
+fn too_large(code: crate::error_codes::ErrorCode, what: &str, size: usize, limit: usize) -> anyhow::Error {
+    RivetError::new(code, format!("KV {what} too large ({size} bytes). Limit is {limit} bytes."))
         .with_metadata(json!({ "size": size, "limit": limit }))
         .into_anyhow()
 }

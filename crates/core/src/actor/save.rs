@@ -266,7 +266,10 @@ mod tests {
 
         let rev = s.request(SaveOptions { immediate: true, ..Default::default() }, Duration::from_secs(1)).unwrap();
         let waiter = s.wait_for(rev);
-        s.finish_save(s.begin_save(), &Err(RivetError::new("actor", "state_too_large", "big").into_anyhow()));
+        s.finish_save(
+            s.begin_save(),
+            &Err(RivetError::new(crate::error_codes::ACTOR_STATE_TOO_LARGE, "big").into_anyhow()),
+        );
         let err = waiter.await.unwrap_err();
         assert_eq!(RivetError::extract(&err).qualified_code(), "actor.state_too_large", "no retry mends it");
     }
@@ -286,7 +289,7 @@ mod tests {
             })
             .collect();
         s.finish_save(revision, &Ok(()));
-        s.close(RivetError::new("actor", "stopping", "stopped"));
+        s.close(RivetError::new(crate::error_codes::ACTOR_STOPPING, "stopped"));
         let mut results = Vec::new();
         for w in waiters {
             results.push(w.await.unwrap());

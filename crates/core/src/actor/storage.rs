@@ -164,7 +164,8 @@ fn decode_header(bytes: &[u8]) -> anyhow::Result<Header> {
 }
 
 fn invalid(reason: &str) -> anyhow::Error {
-    RivetError::new("protocol", "invalid_persisted_data", format!("Invalid persisted data: {reason}")).into_anyhow()
+    RivetError::new(crate::error_codes::PROTOCOL_INVALID_PERSISTED_DATA, format!("Invalid persisted data: {reason}"))
+        .into_anyhow()
 }
 
 /// Reads the actor record; `None` for an actor that never started.
@@ -243,8 +244,7 @@ async fn write_record(ctx: &ActorContext, record: ActorRecord, extra: Vec<(Vec<u
     }
     if record.state.len() > MAX_STATE_SIZE {
         return Err(RivetError::new(
-            "actor",
-            "state_too_large",
+            crate::error_codes::ACTOR_STATE_TOO_LARGE,
             format!("The actor state is {} bytes; at most {MAX_STATE_SIZE} bytes can be saved.", record.state.len()),
         )
         .with_metadata(serde_json::json!({ "size": record.state.len(), "limit": MAX_STATE_SIZE }))

@@ -221,8 +221,11 @@ impl RawWebSocket {
     /// the frame is dropped, as a browser WebSocket does.
     pub fn send(&self, data: Vec<u8>, binary: bool) -> anyhow::Result<()> {
         if !binary && std::str::from_utf8(&data).is_err() {
-            return Err(RivetError::new("message", "invalid_utf8", "A WebSocket text message must be valid UTF-8.")
-                .into_anyhow());
+            return Err(RivetError::new(
+                crate::error_codes::MESSAGE_INVALID_UTF8,
+                "A WebSocket text message must be valid UTF-8.",
+            )
+            .into_anyhow());
         }
         if self.is_closed() {
             tracing::debug!("frame sent on a closed raw websocket dropped");
@@ -422,7 +425,7 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// socket has no actor-connect framing, so it cannot carry events.
 impl ConnTransport for RawWebSocket {
     fn send_event(&self, _name: &str, _args_cbor: &[u8]) -> anyhow::Result<()> {
-        Err(RivetError::new("connection", "not_configured", "Connection transport is not configured.")
+        Err(RivetError::new(crate::error_codes::CONNECTION_NOT_CONFIGURED, "Connection transport is not configured.")
             .with_metadata(serde_json::json!({ "component": "event_sender" }))
             .into_anyhow())
     }

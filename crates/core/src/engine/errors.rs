@@ -7,7 +7,10 @@ use crate::error::RivetError;
 
 /// `engine.invalid_endpoint`, with the endpoint and the reason as metadata.
 pub(crate) fn invalid_endpoint(endpoint: &str, reason: &str) -> anyhow::Error {
-    RivetError::new("engine", "invalid_endpoint", format!("Engine endpoint '{endpoint}' is invalid: {reason}"))
-        .with_metadata(json!({ "endpoint": endpoint, "reason": reason }))
-        .into_anyhow()
+    RivetError::new(
+        crate::error_codes::ENGINE_INVALID_ENDPOINT,
+        format!("Engine endpoint '{endpoint}' is invalid: {reason}"),
+    )
+    .with_metadata(json!({ "endpoint": endpoint, "reason": reason }))
+    .into_anyhow()
 }

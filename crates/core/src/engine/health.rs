@@ -77,8 +77,7 @@ pub async fn probe_engine(endpoint: &str) -> Result<Option<EngineHealth>> {
 
 fn port_occupied(endpoint: &str, runtime: &str, what: &str) -> anyhow::Error {
     RivetError::new(
-        "engine",
-        "port_occupied",
+        crate::error_codes::ENGINE_PORT_OCCUPIED,
         format!(
             "Cannot start the Rivet Engine at '{endpoint}': something that is not a Rivet Engine holds \
              that port ({what}). Stop that process and retry, or use another port."

@@ -85,8 +85,7 @@ pub fn check_engine_port(config: &EngineOptions) -> Result<()> {
         return Ok(());
     }
     Err(crate::error::RivetError::new(
-        "config",
-        "invalid",
+        crate::error_codes::CONFIG_INVALID,
         format!(
             "enginePort ({engine_port}) and the port of the endpoint '{endpoint}' ({port}) disagree: an engine \
              started on port {engine_port} could not be reached at the endpoint. Set enginePort \

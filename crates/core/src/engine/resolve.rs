@@ -73,8 +73,7 @@ pub fn explicit_binary(config: &EngineOptions, env: Env<'_>) -> Result<Option<Pa
     };
     if !path.is_file() {
         return Err(RivetError::new(
-            "engine",
-            "binary_not_found",
+            crate::error_codes::ENGINE_BINARY_NOT_FOUND,
             format!("Engine binary was not found at '{}' (set by {source}).", path.display()),
         )
         .with_metadata(json!({ "path": path.display().to_string(), "source": source }))
@@ -193,8 +192,7 @@ pub fn find_npm_binary(roots: &[PathBuf]) -> Result<PathBuf> {
     }
     let Some(platform) = platform else {
         return Err(RivetError::new(
-            "engine",
-            "binary_unavailable",
+            crate::error_codes::ENGINE_BINARY_UNAVAILABLE,
             format!(
                 "The Rivet Engine is not published for {}/{}. Build `rivet-engine` yourself and \
                  set RIVET_ENGINE_BINARY to its path, or point RIVET_ENDPOINT at a running engine.",
@@ -206,8 +204,7 @@ pub fn find_npm_binary(roots: &[PathBuf]) -> Result<PathBuf> {
         .into_anyhow());
     };
     Err(RivetError::new(
-        "engine",
-        "binary_not_found",
+        crate::error_codes::ENGINE_BINARY_NOT_FOUND,
         format!(
             "Rivet Engine binary not found: no node_modules/{platform}/{} above this addon's \
              directory or the current directory. Run `npm install @rivetkit/engine-cli` in your project, or set \

@@ -193,8 +193,7 @@ impl<'a> EngineApi<'a> {
         let origin = Url::parse(&config.endpoint).map_err(|e| invalid_endpoint(&config.endpoint, &e.to_string()))?;
         if origin.scheme() != "http" {
             return Err(RivetError::new(
-                "engine",
-                "runner_config_failed",
+                crate::error_codes::ENGINE_RUNNER_CONFIG_FAILED,
                 format!(
                     "Cannot configure the local engine at {} over {}: the built-in client speaks \
                      plain http:// only. Use an http:// endpoint for a local engine.",
@@ -235,8 +234,7 @@ struct Datacenter {
 
 fn failed(config: &EngineOptions, what: &str, status: u16, body: &str, reason: &str) -> anyhow::Error {
     RivetError::new(
-        "engine",
-        "runner_config_failed",
+        crate::error_codes::ENGINE_RUNNER_CONFIG_FAILED,
         format!(
             "Could not set up runner config `{}` in namespace `{}`: {what} answered HTTP {status} ({reason}): {}",
             config.pool_name,
@@ -257,10 +255,13 @@ fn failed(config: &EngineOptions, what: &str, status: u16, body: &str, reason: &
 /// After the last attempt: `engine.unreachable` if we never got an answer,
 /// else `engine.runner_config_failed`.
 fn exhausted(config: &EngineOptions, attempts: u32, last: Failure) -> anyhow::Error {
-    let code = if matches!(last, Failure::Transport(_)) { "unreachable" } else { "runner_config_failed" };
+    let code = if matches!(last, Failure::Transport(_)) {
+        crate::error_codes::ENGINE_UNREACHABLE
+    } else {
+        crate::error_codes::ENGINE_RUNNER_CONFIG_FAILED
+    };
     let reason = last.reason();
     RivetError::new(
-        "engine",
         code,
         format!(
             "local runner config `{}` did not become ready after {attempts} attempts \

@@ -188,7 +188,7 @@ fn health_failed(
         message.push_str("\nLast engine output:\n");
         message.push_str(tail);
     }
-    RivetError::new("engine", "health_check_failed", message)
+    RivetError::new(crate::error_codes::ENGINE_HEALTH_CHECK_FAILED, message)
         .with_metadata(json!({
             "attempts": report.attempts,
             "reason": report.last_reason,
@@ -230,8 +230,7 @@ fn open_log(binary: &Path, path: &Path) -> Result<File> {
 
 fn spawn_failed(binary: &Path, reason: &str) -> anyhow::Error {
     RivetError::new(
-        "engine",
-        "spawn_failed",
+        crate::error_codes::ENGINE_SPAWN_FAILED,
         format!("Could not start the Rivet Engine `{}`: {reason}", binary.display()),
     )
     .with_metadata(json!({ "path": binary.display().to_string(), "reason": reason }))

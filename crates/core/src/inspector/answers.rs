@@ -151,8 +151,7 @@ pub async fn schedule_delete(ctx: &ActorContext, id: &str, kind: &str) -> anyhow
         "at" => schedule::cancel(ctx, id).await,
         "cron" | "every" => cron::delete(ctx, id).await,
         kind => Err(RivetError::new(
-            "inspector",
-            "invalid_request",
+            crate::error_codes::INSPECTOR_INVALID_REQUEST,
             format!("invalid schedule kind {kind:?}; expected \"at\", \"cron\" or \"every\""),
         )
         .into_anyhow()),
@@ -161,8 +160,7 @@ pub async fn schedule_delete(ctx: &ActorContext, id: &str, kind: &str) -> anyhow
 
 fn workflow_timed_out(timeout: Duration) -> anyhow::Error {
     RivetError::new(
-        "inspector",
-        "workflow_timed_out",
+        crate::error_codes::INSPECTOR_WORKFLOW_TIMED_OUT,
         format!("the workflow history was not returned within {} ms", timeout.as_millis()),
     )
     .into_anyhow()
@@ -199,7 +197,7 @@ pub async fn workflow_replay(
 /// `PATCH /inspector/state` (served in `onRequest`) with the state as JSON
 /// and the inspector's token; it sets the state and saves it at once.
 pub async fn patch_state(handle: &ActorTaskHandle, state: &[u8]) -> anyhow::Result<()> {
-    let invalid = |reason: String| RivetError::new("inspector", "invalid_request", reason).into_anyhow();
+    let invalid = |reason: String| RivetError::new(crate::error_codes::INSPECTOR_INVALID_REQUEST, reason).into_anyhow();
     let value: Value =
         ciborium::from_reader(state).map_err(|err| invalid(format!("the new state is not CBOR as JSON: {err}")))?;
     let token = super::expected_token(handle.context())
@@ -217,8 +215,7 @@ pub async fn patch_state(handle: &ActorTaskHandle, state: &[u8]) -> anyhow::Resu
     let response = handle.http(request).await?;
     if !(200..300).contains(&response.status) {
         return Err(RivetError::new(
-            "inspector",
-            "patch_failed",
+            crate::error_codes::INSPECTOR_PATCH_FAILED,
             format!(
                 "the runtime refused the new state ({}): {}",
                 response.status,

@@ -44,7 +44,7 @@ impl Drop for ClientGuard {
 }
 
 fn unauthorized() -> RivetError {
-    RivetError::new("inspector", "unauthorized", "Inspector request requires a valid bearer token")
+    RivetError::new(crate::error_codes::INSPECTOR_UNAUTHORIZED, "Inspector request requires a valid bearer token")
 }
 
 static TEST_TOKEN: RwLock<Option<String>> = RwLock::new(None);

@@ -18,15 +18,15 @@ pub const LEGACY: u16 = 5;
 
 fn unsupported_version(version: u16) -> anyhow::Error {
     RivetError::new(
-        "inspector",
-        "unsupported_version",
+        crate::error_codes::INSPECTOR_UNSUPPORTED_VERSION,
         format!("inspector protocol version {version} is not supported; supported: {OLDEST} to {VERSION}"),
     )
     .into_anyhow()
 }
 
 fn invalid(what: &str, err: impl std::fmt::Display) -> anyhow::Error {
-    RivetError::new("inspector", "invalid_message", format!("undecodable inspector {what}: {err}")).into_anyhow()
+    RivetError::new(crate::error_codes::INSPECTOR_INVALID_MESSAGE, format!("undecodable inspector {what}: {err}"))
+        .into_anyhow()
 }
 
 fn check_version(version: u16) -> anyhow::Result<()> {

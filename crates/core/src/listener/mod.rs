@@ -45,9 +45,12 @@ pub const CONNECTIONS_WAIT: Duration = Duration::from_secs(60);
 pub async fn bind(config: &ListenerConfig) -> anyhow::Result<TcpListener> {
     let host = config.host.as_deref().unwrap_or("0.0.0.0");
     TcpListener::bind((host, config.port)).await.map_err(|err| {
-        RivetError::new("listener", "bind_failed", format!("Cannot listen on {host}:{}: {err}", config.port))
-            .with_metadata(serde_json::json!({ "host": host, "port": config.port }))
-            .into_anyhow()
+        RivetError::new(
+            crate::error_codes::LISTENER_BIND_FAILED,
+            format!("Cannot listen on {host}:{}: {err}", config.port),
+        )
+        .with_metadata(serde_json::json!({ "host": host, "port": config.port }))
+        .into_anyhow()
     })
 }
 

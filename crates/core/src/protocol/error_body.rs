@@ -89,7 +89,7 @@ mod tests {
 
     #[test]
     fn internal_errors_are_masked_but_keep_identity() {
-        let err = RivetError::new("core", "internal_error", "secret").with_metadata(json!({"x": 1}));
+        let err = RivetError::new(crate::error_codes::CORE_INTERNAL_ERROR, "secret").with_metadata(json!({"x": 1}));
         let body = framework_json(&err);
         assert_eq!(body, json!({"group": "core", "code": "internal_error", "message": MASKED_MESSAGE}));
         assert_eq!(framework_status(&err), 500);
@@ -132,7 +132,7 @@ mod tests {
 
     #[test]
     fn bare_metadata_is_cbor_of_the_json() {
-        let err = RivetError::new("actor", "method_not_allowed", "Method not allowed")
+        let err = RivetError::new(crate::error_codes::ACTOR_METHOD_NOT_ALLOWED, "Method not allowed")
             .with_metadata(json!({"method": "GET", "path": "/action/x"}));
         let body = framework_body(Encoding::Bare, &err).unwrap();
         let e = HttpResponseError::deserialize_with_embedded_version(&body).unwrap();
@@ -142,7 +142,7 @@ mod tests {
 
     #[test]
     fn masking_applies_in_every_encoding() {
-        let err = RivetError::new("napi", "invalid_state", "secret").with_metadata(json!({"x": 1}));
+        let err = RivetError::new(crate::error_codes::NAPI_INVALID_STATE, "secret").with_metadata(json!({"x": 1}));
         for encoding in [Encoding::Json, Encoding::Cbor] {
             let body = framework_body(encoding, &err).unwrap();
             let value: Value = if encoding == Encoding::Json {
@@ -159,7 +159,7 @@ mod tests {
 
     #[test]
     fn status_table() {
-        let status = |g: &str, c: &str| framework_status(&RivetError::new(g, c, ""));
+        let status = |g: &str, c: &str| framework_status(&RivetError::foreign(g, c, ""));
         assert_eq!(status("auth", "forbidden"), 403);
         assert_eq!(status("actor", "action_not_found"), 404);
         assert_eq!(status("actor", "method_not_allowed"), 405);

@@ -388,13 +388,13 @@ fn count(var: &impl Fn(&str) -> Option<String>, name: &str) -> anyhow::Result<Op
 }
 
 fn invalid(variable: &str, reason: &str) -> anyhow::Error {
-    RivetError::new("config", "invalid", format!("invalid {variable}: {reason}"))
+    RivetError::new(crate::error_codes::CONFIG_INVALID, format!("invalid {variable}: {reason}"))
         .with_metadata(json!({ "variable": variable, "reason": reason }))
         .into_anyhow()
 }
 
 fn invalid_endpoint_config(endpoint: &str, reason: &str) -> anyhow::Error {
-    RivetError::new("config", "invalid", format!("engine endpoint `{endpoint}` is invalid: {reason}"))
+    RivetError::new(crate::error_codes::CONFIG_INVALID, format!("engine endpoint `{endpoint}` is invalid: {reason}"))
         .with_metadata(json!({ "endpoint": endpoint, "reason": reason }))
         .into_anyhow()
 }

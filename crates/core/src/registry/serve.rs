@@ -176,8 +176,7 @@ pub(crate) async fn connect_envoy(
     // connect bound (the envoy client would retry it forever).
     if let Some(cause) = engine::unresolvable(&config.endpoints()).await {
         return Err(RivetError::new(
-            "engine",
-            "unreachable",
+            crate::error_codes::ENGINE_UNREACHABLE,
             format!(
                 "The Rivet Engine at {} cannot be reached: {cause}. Check the endpoint (RIVET_ENDPOINT or the \
                  `endpoint` option) for a typo in its host name.",
@@ -237,8 +236,7 @@ pub(crate) async fn connect_envoy(
 /// `engine.unreachable`: the engine did not accept this host, and why.
 fn unreachable(config: &ServeConfig, reason: &str) -> anyhow::Error {
     RivetError::new(
-        "engine",
-        "unreachable",
+        crate::error_codes::ENGINE_UNREACHABLE,
         format!(
             "The Rivet Engine at {} did not accept this host as pool '{}' in namespace '{}' ({reason}). \
              Check that the engine is running and reachable, and that the pool has a runner config.",

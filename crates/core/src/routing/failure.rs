@@ -79,7 +79,7 @@ mod tests {
     #[test]
     fn the_stack_is_found_anywhere_in_the_chain() {
         let origin = JsOrigin { public: false, status_code: 500, stack: Some("Error: boom\n    at x".into()) };
-        let err = RivetError::new("rivetkit", "internal_error", "boom").into_anyhow().context(origin);
+        let err = RivetError::foreign("rivetkit", "internal_error", "boom").into_anyhow().context(origin);
         let err = err.context("outer");
         assert_eq!(JsOrigin::stack_of(&err), Some("Error: boom\n    at x"));
         // The stack is not part of the chain's text.

@@ -176,7 +176,7 @@ mod tests {
 
     #[test]
     fn error_statuses() {
-        let status = |group: &str, code: &str| error_status(&RivetError::new(group, code, ""));
+        let status = |group: &str, code: &str| error_status(&RivetError::foreign(group, code, ""));
         assert_eq!(status("request", "invalid"), 400);
         assert_eq!(status("message", "incoming_too_long"), 413);
         assert_eq!(status("auth", "forbidden"), 403);

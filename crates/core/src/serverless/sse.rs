@@ -44,8 +44,7 @@ pub(super) async fn run(
     if let Err(err) = started {
         tracing::warn!(actor_id = %target.actor_id, generation = target.generation, error = %format!("{err:#}"), "serverless start failed");
         let error = RivetError::new(
-            "serverless",
-            "start_failed",
+            crate::error_codes::SERVERLESS_START_FAILED,
             format!("The actor could not be handed to this host's envoy: {err:#}"),
         );
         let _ = tokio::time::timeout(LAST_FRAME_WAIT, tx.send(Err(error))).await;

@@ -30,7 +30,7 @@ pub struct StartTarget {
 
 fn invalid_request(reason: impl Into<String>) -> RivetError {
     let reason = reason.into();
-    RivetError::new("request", "invalid", format!("Invalid request: {reason}"))
+    RivetError::new(crate::error_codes::REQUEST_INVALID, format!("Invalid request: {reason}"))
         .with_metadata(json!({ "reason": reason }))
 }
 
@@ -64,9 +64,13 @@ pub fn check_identity(headers: &StartHeaders, endpoint: &str, namespace: &str) -
 /// `config.<what>_mismatch`: the start is for another endpoint, namespace
 /// or pool than this host serves.
 pub fn mismatch(what: &str, expected: &str, received: &str) -> RivetError {
+    let code = match what {
+        "endpoint" => crate::error_codes::CONFIG_ENDPOINT_MISMATCH,
+        "namespace" => crate::error_codes::CONFIG_NAMESPACE_MISMATCH,
+        _ => crate::error_codes::CONFIG_POOL_MISMATCH,
+    };
     RivetError::new(
-        "config",
-        format!("{what}_mismatch"),
+        code,
         format!("{what} mismatch: this host serves \"{expected}\", the start request is for \"{received}\""),
     )
     .with_metadata(json!({ "expected": expected, "received": received }))
@@ -76,8 +80,7 @@ pub fn mismatch(what: &str, expected: &str, received: &str) -> RivetError {
 pub fn check_size(len: usize, limit: usize) -> Result<(), RivetError> {
     if len > limit {
         return Err(RivetError::new(
-            "message",
-            "incoming_too_long",
+            crate::error_codes::MESSAGE_INCOMING_TOO_LONG,
             format!("Incoming message too long. Received {len} bytes, limit is {limit} bytes."),
         )
         .with_metadata(json!({ "limit": limit, "received": len })));

@@ -20,18 +20,21 @@ use crate::error::{catalog, RivetError};
 /// `sqlite.closed`: the database was closed (`close()`, or a fatal storage
 /// error); `reason` says which.
 pub fn closed(reason: &str) -> RivetError {
-    RivetError::new("sqlite", "closed", format!("The actor's SQLite database is closed: {reason}."))
+    RivetError::new(crate::error_codes::SQLITE_CLOSED, format!("The actor's SQLite database is closed: {reason}."))
         .with_metadata(json!({ "reason": reason }))
 }
 
 /// `sqlite.unavailable`: this host has no page store to open it on.
 pub fn unavailable() -> RivetError {
-    RivetError::new("sqlite", "unavailable", "The actor's SQLite database is not available on this host.")
+    RivetError::new(
+        crate::error_codes::SQLITE_UNAVAILABLE,
+        "The actor's SQLite database is not available on this host.",
+    )
 }
 
 /// `sqlite.open_failed`: the page store refused or failed the open.
 pub fn open_failed(error: &anyhow::Error) -> RivetError {
-    RivetError::new("sqlite", "open_failed", "The actor's SQLite database could not be opened.")
+    RivetError::new(crate::error_codes::SQLITE_OPEN_FAILED, "The actor's SQLite database could not be opened.")
         .with_metadata(json!({ "error": format!("{error:#}") }))
 }
 
@@ -39,8 +42,7 @@ pub fn open_failed(error: &anyhow::Error) -> RivetError {
 /// was rolled back.
 pub fn transaction_expired(timeout_ms: u64) -> RivetError {
     RivetError::new(
-        "sqlite",
-        "transaction_expired",
+        crate::error_codes::SQLITE_TRANSACTION_EXPIRED,
         format!("The SQLite transaction was rolled back after its timeout of {timeout_ms} ms."),
     )
     .with_metadata(json!({ "timeout_ms": timeout_ms }))
@@ -49,8 +51,11 @@ pub fn transaction_expired(timeout_ms: u64) -> RivetError {
 /// `sqlite.transaction_finished`: a statement, commit or rollback on a
 /// transaction that already ended (`state`: committed, rolled_back, closed).
 pub fn transaction_finished(state: &str) -> RivetError {
-    RivetError::new("sqlite", "transaction_finished", format!("The SQLite transaction is already {state}."))
-        .with_metadata(json!({ "state": state }))
+    RivetError::new(
+        crate::error_codes::SQLITE_TRANSACTION_FINISHED,
+        format!("The SQLite transaction is already {state}."),
+    )
+    .with_metadata(json!({ "state": state }))
 }
 
 /// Too many statements waiting for this database (`actor.overloaded`).

@@ -58,8 +58,7 @@ impl Cadence {
     pub fn every(interval_ms: i64) -> anyhow::Result<Self> {
         if interval_ms < MIN_INTERVAL_MS {
             return Err(RivetError::new(
-                "schedule",
-                "invalid_interval",
+                crate::error_codes::SCHEDULE_INVALID_INTERVAL,
                 format!("Schedule interval must be at least {MIN_INTERVAL_MS} ms; received {interval_ms} ms."),
             )
             .with_metadata(json!({ "intervalMs": interval_ms, "minimumMs": MIN_INTERVAL_MS }))
@@ -96,9 +95,12 @@ impl Cadence {
 
 pub fn parse_timezone(timezone: &str) -> anyhow::Result<Tz> {
     timezone.parse::<Tz>().map_err(|_| {
-        RivetError::new("schedule", "invalid_timezone", format!("Schedule timezone '{timezone}' is invalid."))
-            .with_metadata(json!({ "timezone": timezone }))
-            .into_anyhow()
+        RivetError::new(
+            crate::error_codes::SCHEDULE_INVALID_TIMEZONE,
+            format!("Schedule timezone '{timezone}' is invalid."),
+        )
+        .with_metadata(json!({ "timezone": timezone }))
+        .into_anyhow()
     })
 }
 
@@ -110,9 +112,12 @@ pub fn parse_expression(expression: &str) -> anyhow::Result<Cron> {
 }
 
 fn invalid_expression(reason: &str) -> anyhow::Error {
-    RivetError::new("schedule", "invalid_cron_expression", format!("Cron expression is invalid: {reason}"))
-        .with_metadata(json!({ "reason": reason }))
-        .into_anyhow()
+    RivetError::new(
+        crate::error_codes::SCHEDULE_INVALID_CRON_EXPRESSION,
+        format!("Cron expression is invalid: {reason}"),
+    )
+    .with_metadata(json!({ "reason": reason }))
+    .into_anyhow()
 }
 
 /// The first occurrence of `cron` in `timezone` strictly after `after_ms`,
@@ -141,7 +146,7 @@ pub fn validate_name(name: &str) -> anyhow::Result<()> {
     } else {
         return Ok(());
     };
-    Err(RivetError::new("schedule", "invalid_name", format!("Schedule name is invalid: {reason}"))
+    Err(RivetError::new(crate::error_codes::SCHEDULE_INVALID_NAME, format!("Schedule name is invalid: {reason}"))
         .with_metadata(json!({ "reason": reason }))
         .into_anyhow())
 }
@@ -162,8 +167,7 @@ fn in_history_range(value: i64, min: i64) -> anyhow::Result<u32> {
         return Ok(value as u32);
     }
     Err(RivetError::new(
-        "schedule",
-        "invalid_max_history",
+        crate::error_codes::SCHEDULE_INVALID_MAX_HISTORY,
         format!("Schedule maxHistory must be between {min} and {MAX_HISTORY}; received {value}."),
     )
     .with_metadata(json!({ "maxHistory": value, "maximum": MAX_HISTORY }))

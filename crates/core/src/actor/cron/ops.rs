@@ -50,9 +50,11 @@ pub async fn set(
 ) -> anyhow::Result<()> {
     expr::validate_name(name)?;
     if action.is_empty() {
-        return Err(
-            RivetError::new("schedule", "invalid_name", "The scheduled action name must not be empty.").into_anyhow()
-        );
+        return Err(RivetError::new(
+            crate::error_codes::SCHEDULE_INVALID_NAME,
+            "The scheduled action name must not be empty.",
+        )
+        .into_anyhow());
     }
     let cron = jobs(ctx);
     let _writes = cron.writes.lock().await;

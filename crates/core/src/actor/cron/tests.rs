@@ -97,7 +97,7 @@ async fn fires_are_recorded_collapsed_skipped_and_pruned() {
 
     // Woken 17 s late: one fire, and the next run stays on the grid.
     let late = first + 5_000 + 17_000;
-    let err = RivetError::new("user", "boom", "It broke").into_anyhow();
+    let err = RivetError::foreign("user", "boom", "It broke").into_anyhow();
     assert_eq!(fire_all(&ctx, late, Some(err)).await.len(), 1);
     assert_eq!(ctx.schedule().cron().get("tick").unwrap().next_run_at, first + 25_000);
 

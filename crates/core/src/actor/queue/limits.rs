@@ -35,32 +35,30 @@ impl Limits {
 }
 
 pub fn full(limit: usize) -> RivetError {
-    RivetError::new("queue", "full", format!("Queue is full. Limit is {limit} messages."))
+    RivetError::new(crate::error_codes::QUEUE_FULL, format!("Queue is full. Limit is {limit} messages."))
         .with_metadata(json!({ "limit": limit }))
 }
 
 pub fn message_too_large(size: usize, limit: usize) -> RivetError {
     RivetError::new(
-        "queue",
-        "message_too_large",
+        crate::error_codes::QUEUE_MESSAGE_TOO_LARGE,
         format!("Queue message too large ({size} bytes). Limit is {limit} bytes."),
     )
     .with_metadata(json!({ "size": size, "limit": limit }))
 }
 
 pub fn timed_out(timeout_ms: u64) -> RivetError {
-    RivetError::new("queue", "timed_out", format!("Queue wait timed out after {timeout_ms} ms."))
+    RivetError::new(crate::error_codes::QUEUE_TIMED_OUT, format!("Queue wait timed out after {timeout_ms} ms."))
         .with_metadata(json!({ "timeoutMs": timeout_ms }))
 }
 
 pub fn already_completed() -> RivetError {
-    RivetError::new("queue", "already_completed", "Queue message was already completed.")
+    RivetError::new(crate::error_codes::QUEUE_ALREADY_COMPLETED, "Queue message was already completed.")
 }
 
 pub fn complete_not_configured(name: &str) -> RivetError {
     RivetError::new(
-        "queue",
-        "complete_not_configured",
+        crate::error_codes::QUEUE_COMPLETE_NOT_CONFIGURED,
         format!("Queue '{name}' does not support completion responses."),
     )
     .with_metadata(json!({ "name": name }))
@@ -68,5 +66,8 @@ pub fn complete_not_configured(name: &str) -> RivetError {
 
 /// The waiter of an `enqueueAndWait` lost its message (the queue was reset).
 pub fn completion_waiter_dropped() -> RivetError {
-    RivetError::new("queue", "completion_waiter_dropped", "Queue completion waiter dropped before response")
+    RivetError::new(
+        crate::error_codes::QUEUE_COMPLETION_WAITER_DROPPED,
+        "Queue completion waiter dropped before response",
+    )
 }

@@ -48,22 +48,23 @@ const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(3);
 /// `actor_runtime_socket.not_enabled`.
 pub fn not_enabled() -> RivetError {
     RivetError::new(
-        "actor_runtime_socket",
-        "not_enabled",
+        crate::error_codes::ACTOR_RUNTIME_SOCKET_NOT_ENABLED,
         "The actor runtime socket is not enabled for this actor (set options.enableActorRuntimeSocket).",
     )
 }
 
 /// `actor_runtime_socket.closed`: the generation is stopping or stopped.
 pub fn closed() -> RivetError {
-    RivetError::new("actor_runtime_socket", "closed", "The actor runtime socket is closed for this actor generation.")
+    RivetError::new(
+        crate::error_codes::ACTOR_RUNTIME_SOCKET_CLOSED,
+        "The actor runtime socket is closed for this actor generation.",
+    )
 }
 
 /// `actor_runtime_socket.database_unavailable`: no SQLite database here.
 pub fn database_unavailable() -> RivetError {
     RivetError::new(
-        "actor_runtime_socket",
-        "database_unavailable",
+        crate::error_codes::ACTOR_RUNTIME_SOCKET_DATABASE_UNAVAILABLE,
         "The actor runtime socket needs the actor's SQLite database, which is not available on this host.",
     )
 }

@@ -30,8 +30,7 @@ impl MaxSchedules {
 /// One more event or cron job would pass `maxSchedules` (`limit`).
 pub(super) fn max_schedules_exceeded(limit: usize) -> RivetError {
     RivetError::new(
-        "schedule",
-        "max_schedules_exceeded",
+        crate::error_codes::SCHEDULE_MAX_SCHEDULES_EXCEEDED,
         format!("The actor already has {limit} scheduled events and cron jobs (maxSchedules)."),
     )
     .with_metadata(serde_json::json!({ "maxSchedules": limit }))

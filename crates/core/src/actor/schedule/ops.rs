@@ -15,9 +15,11 @@ const RECORD_VERSION: u8 = 1;
 /// `schedule.at(run_at, action, args)`: persisted, then pending; returns the id.
 pub async fn schedule_at(ctx: &ActorContext, run_at: i64, action: &str, args: Vec<u8>) -> anyhow::Result<String> {
     if action.is_empty() {
-        return Err(
-            RivetError::new("schedule", "invalid_name", "The scheduled action name must not be empty.").into_anyhow()
-        );
+        return Err(RivetError::new(
+            crate::error_codes::SCHEDULE_INVALID_NAME,
+            "The scheduled action name must not be empty.",
+        )
+        .into_anyhow());
     }
     ctx.check_writable()?;
     let schedule = ctx.schedule();

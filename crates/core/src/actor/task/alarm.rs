@@ -70,10 +70,7 @@ impl ActorTask {
                     Ok(result) => result.map(drop),
                     Err(_) => Err(catalog::action_timed_out().into_anyhow()),
                 },
-                None => Err(RivetError::new(
-                    "actor",
-                    "action_not_found",
-                    format!("Action `{}` was not found.", dispatch.action),
+                None => Err(RivetError::new(crate::error_codes::ACTOR_ACTION_NOT_FOUND, format!("Action `{}` was not found.", dispatch.action),
                 )
                 .into_anyhow()),
             };
@@ -107,7 +104,7 @@ impl ActorTask {
                     Ok(result) => result.map(drop),
                     Err(_) => Err(catalog::action_timed_out().into_anyhow()),
                 },
-                None => Err(RivetError::new("actor", "action_not_found", format!("Action `{}` was not found.", event.action)).into_anyhow()),
+                None => Err(RivetError::new(crate::error_codes::ACTOR_ACTION_NOT_FOUND, format!("Action `{}` was not found.", event.action)).into_anyhow()),
             };
             if let Err(err) = result {
                 let e = RivetError::extract(&err);

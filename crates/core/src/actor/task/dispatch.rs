@@ -141,8 +141,10 @@ impl ActorTask {
             }
             DispatchCommand::OpenWebSocket { conn, ws, request, reply } => {
                 let Some(fut) = self.factory.hooks.on_websocket(&self.ctx, &conn, ws, *request) else {
-                    let err =
-                        RivetError::new("actor", "websocket_not_handled", "The actor has no `onWebSocket` handler.");
+                    let err = RivetError::new(
+                        crate::error_codes::ACTOR_WEBSOCKET_NOT_HANDLED,
+                        "The actor has no `onWebSocket` handler.",
+                    );
                     let _ = reply.send(Err(err.into_anyhow().context(self.ctx.specifier())));
                     return;
                 };
@@ -235,7 +237,7 @@ fn caller_left() -> anyhow::Error {
 }
 
 fn action_not_found(name: &str) -> anyhow::Error {
-    RivetError::new("actor", "action_not_found", format!("Action `{name}` was not found."))
+    RivetError::new(crate::error_codes::ACTOR_ACTION_NOT_FOUND, format!("Action `{name}` was not found."))
         .with_metadata(serde_json::json!({ "name": name }))
         .into_anyhow()
 }

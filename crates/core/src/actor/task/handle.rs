@@ -80,7 +80,8 @@ impl ActorTaskHandle {
     /// Waits for the task to exit.
     pub async fn join(&self) -> anyhow::Result<()> {
         self.joined.clone().await.map_err(|reason| {
-            RivetError::new("actor", "panicked", format!("Actor task panicked while running: {reason}")).into_anyhow()
+            RivetError::new(crate::error_codes::ACTOR_PANICKED, format!("Actor task panicked while running: {reason}"))
+                .into_anyhow()
         })
     }
 

@@ -25,7 +25,7 @@ async fn advance(d: std::time::Duration) {
 async fn failed_start_is_accepted_and_its_traffic_gets_the_structured_error() {
     let h = Harness::new();
     *h.hooks.wake_error.lock().unwrap() =
-        Some(RivetError::new("user", "boom", "onWake says no").with_metadata(serde_json::json!({ "why": 1 })));
+        Some(RivetError::foreign("user", "boom", "onWake says no").with_metadata(serde_json::json!({ "why": 1 })));
     h.start_actor(h.ctx(1)).await.expect("the failed start is accepted");
     assert!(!h.dispatcher.is_starting(&key(1)) && h.dispatcher.record(&key(1)).is_none());
 

@@ -48,8 +48,7 @@ pub enum ToServer {
 pub fn invalid_request(field: &str, reason: impl Into<String>) -> RivetError {
     let reason = reason.into();
     RivetError::new(
-        "protocol",
-        "invalid_actor_connect_request",
+        crate::error_codes::PROTOCOL_INVALID_ACTOR_CONNECT_REQUEST,
         format!("Invalid actor-connect request {field}: {reason}"),
     )
     .with_metadata(json!({ "field": field, "reason": reason }))

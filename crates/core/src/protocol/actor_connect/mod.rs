@@ -155,8 +155,7 @@ impl HandshakeError {
     pub fn to_rivet_error(&self) -> RivetError {
         match self {
             Self::UnsupportedEncoding { encoding } => RivetError::new(
-                "protocol",
-                "unsupported_encoding",
+                crate::error_codes::PROTOCOL_UNSUPPORTED_ENCODING,
                 format!("Unsupported protocol encoding '{encoding}'."),
             )
             .with_metadata(json!({ "encoding": encoding })),
@@ -346,7 +345,7 @@ pub(crate) mod tests {
 
     #[test]
     fn masked_action_error() {
-        let err = RivetError::new("actor", "stopping", "Actor is stopping: secret.")
+        let err = RivetError::new(crate::error_codes::ACTOR_STOPPING, "Actor is stopping: secret.")
             .with_metadata(json!({"x": 1}))
             .with_actor(spec_actor());
         assert_eq!(
@@ -364,7 +363,7 @@ pub(crate) mod tests {
 
     #[test]
     fn public_action_error_keeps_message_and_metadata() {
-        let err = RivetError::new("user", "nope", "Nope.").with_metadata(json!({"why": "x"}));
+        let err = RivetError::foreign("user", "nope", "Nope.").with_metadata(json!({"why": "x"}));
         let ToClient::Error { message, metadata_cbor, action_id, actor, .. } = error_message(&err, Some(1), true)
         else {
             panic!("not an Error")
@@ -376,7 +375,7 @@ pub(crate) mod tests {
 
     #[test]
     fn setup_error_is_unmasked() {
-        let err = RivetError::new("napi", "invalid_state", "secret detail")
+        let err = RivetError::new(crate::error_codes::NAPI_INVALID_STATE, "secret detail")
             .with_metadata(json!({"a": [1, 2]}))
             .with_actor(spec_actor());
         let ToClient::Error { group, code, message, metadata_cbor, action_id, actor } =

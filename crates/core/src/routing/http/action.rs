@@ -71,14 +71,14 @@ pub(super) async fn handle(
 
 /// `actor.method_not_allowed` with `{method, path}` (path without query).
 pub(super) fn method_not_allowed(method: &str, path: &str) -> RivetError {
-    RivetError::new("actor", "method_not_allowed", "Method not allowed")
+    RivetError::new(crate::error_codes::ACTOR_METHOD_NOT_ALLOWED, "Method not allowed")
         .with_metadata(serde_json::json!({ "method": method, "path": path_without_query(path) }))
 }
 
 fn incoming_too_long() -> RivetError {
-    RivetError::new("message", "incoming_too_long", "Incoming message too long")
+    RivetError::new(crate::error_codes::MESSAGE_INCOMING_TOO_LONG, "Incoming message too long")
 }
 
 fn outgoing_too_long() -> RivetError {
-    RivetError::new("message", "outgoing_too_long", "Outgoing message too long")
+    RivetError::new(crate::error_codes::MESSAGE_OUTGOING_TOO_LONG, "Outgoing message too long")
 }

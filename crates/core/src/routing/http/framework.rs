@@ -37,7 +37,7 @@ pub(super) async fn handle(
         Route::Metadata if get => response::json(200, &metadata_body()),
         Route::Root | Route::Health | Route::Metadata => error(method_not_allowed(&request.method, &request.path))?,
         Route::NotFound(path) => error(
-            RivetError::new("actor", "not_found", format!("Actor route '{path}' was not found."))
+            RivetError::new(crate::error_codes::ACTOR_NOT_FOUND, format!("Actor route '{path}' was not found."))
                 .with_metadata(serde_json::json!({ "resource": "route", "id": path })),
         )?,
         Route::Raw(_) => error(catalog::invalid_state("raw route sent to the framework handler"))?,

@@ -34,7 +34,10 @@ pub(super) async fn handle(
     }
     let config = handle.config();
     if body.len() > config.max_incoming_message_size {
-        return fail(too_long("incoming_too_long", "Incoming message too long"), Some(BAD_REQUEST));
+        return fail(
+            too_long(crate::error_codes::MESSAGE_INCOMING_TOO_LONG, "Incoming message too long"),
+            Some(BAD_REQUEST),
+        );
     }
     let decoded = match decode_request(encoding, &body) {
         Ok(decoded) => decoded,
@@ -63,11 +66,14 @@ pub(super) async fn handle(
     };
     let body = encode_response(encoding, result.status.as_str(), result.response)?;
     if body.len() > config.max_outgoing_message_size {
-        return fail(too_long("outgoing_too_long", "Outgoing message too long"), Some(BAD_REQUEST));
+        return fail(
+            too_long(crate::error_codes::MESSAGE_OUTGOING_TOO_LONG, "Outgoing message too long"),
+            Some(BAD_REQUEST),
+        );
     }
     Ok(response::bytes(200, encoding.content_type(), body))
 }
 
-fn too_long(code: &str, message: &str) -> anyhow::Error {
-    RivetError::new("message", code, message).into_anyhow()
+fn too_long(code: crate::error_codes::ErrorCode, message: &str) -> anyhow::Error {
+    RivetError::new(code, message).into_anyhow()
 }

@@ -90,8 +90,11 @@ fn check_escapes(segment: &str) -> anyhow::Result<()> {
 }
 
 fn invalid_segment(reason: &str) -> anyhow::Error {
-    RivetError::new("protocol", "invalid_http_request", format!("Invalid HTTP request path segment: {reason}"))
-        .into_anyhow()
+    RivetError::new(
+        crate::error_codes::PROTOCOL_INVALID_HTTP_REQUEST,
+        format!("Invalid HTTP request path segment: {reason}"),
+    )
+    .into_anyhow()
 }
 
 #[cfg(test)]

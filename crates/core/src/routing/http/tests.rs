@@ -42,7 +42,7 @@ impl ActorHooks for Actions {
             "echo" => async move { Ok(args) }.boxed(),
             "big" => async { to_cbor(&"x".repeat(200)) }.boxed(),
             "hang" => futures::future::pending().boxed(),
-            "fail" => async { Err(RivetError::new("user", "nope", "Not allowed").into_anyhow()) }.boxed(),
+            "fail" => async { Err(RivetError::foreign("user", "nope", "Not allowed").into_anyhow()) }.boxed(),
             "crash" => async { Err(anyhow::anyhow!("secret detail")) }.boxed(),
             "bytes" => async { Ok(vec![0x42, 0x01, 0x02]) }.boxed(),
             _ => return None,
@@ -64,7 +64,7 @@ impl ActorHooks for Actions {
         Some(
             async move {
                 if send.name == "private" {
-                    return Err(RivetError::new("auth", "forbidden", "Forbidden").into_anyhow());
+                    return Err(RivetError::foreign("auth", "forbidden", "Forbidden").into_anyhow());
                 }
                 if !send.wait {
                     queue::send(&ctx, &send.name, send.body).await?;

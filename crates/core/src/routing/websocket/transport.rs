@@ -27,7 +27,8 @@ impl SocketTransport {
     pub(super) fn send(&self, msg: &ToClient) -> anyhow::Result<()> {
         let frame = encode_to_client(self.encoding, msg)?;
         if frame.data.len() > self.max_outgoing {
-            return Err(RivetError::new("message", "outgoing_too_long", "Outgoing message too long").into_anyhow());
+            return Err(RivetError::new(crate::error_codes::MESSAGE_OUTGOING_TOO_LONG, "Outgoing message too long")
+                .into_anyhow());
         }
         if !self.closed.load(Ordering::Acquire) {
             self.sender.send(frame.data, frame.binary);
