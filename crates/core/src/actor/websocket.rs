@@ -256,18 +256,25 @@ impl RawWebSocket {
     /// Closes the socket from the actor's side (default code 1000): the
     /// close frame goes to the client (after the frames the output gate
     /// still holds), then the close event is delivered and the connection
-    /// ends. Closing twice does nothing.
+    /// ends. Closing twice does nothing. The side that closes first owns
+    /// the close event: a client's close that crosses ours (its echo of
+    /// our frame, say) does not replace our code.
     pub fn close(&self, code: Option<u16>, reason: Option<String>) {
+        if !self.claim_close() {
+            return;
+        }
         let code = code.unwrap_or(1000);
         let reason = reason.unwrap_or_default();
-        match (self.gate(), self.0.sender.get()) {
-            (Some(ctx), Some(sender)) if !self.0.closed.swap(true, Ordering::AcqRel) => {
-                let (sender, reason) = (sender.clone(), reason.clone());
-                // An answer always queues; the close goes out whatever the save did.
-                let _ = ctx.after_save(true, Box::new(move |_| sender.close(Some(code), Some(reason))));
+        let frame = {
+            let (ws, reason) = (self.clone(), reason.clone());
+            move |_| ws.send_close_frame(code, &reason)
+        };
+        match self.gate() {
+            // An answer always queues; the close goes out whatever the save did.
+            Some(gate) => {
+                let _ = gate.after_save(true, Box::new(frame));
             }
-            (Some(_), Some(_)) => {}
-            _ => self.send_close(code, &reason),
+            None => frame(Ok(())),
         }
         self.finish(code, reason);
     }
@@ -323,15 +330,22 @@ impl RawWebSocket {
 
     /// The client closed: our side closes too (1000 `hack_force_close`, as
     /// the reference does), then the close event and the connection's end.
+    /// Nothing when our side closed first: its event stands.
     pub(crate) fn on_client_close(&self, code: u16, reason: String) {
-        self.send_close(1000, "hack_force_close");
+        if !self.claim_close() {
+            return;
+        }
+        self.send_close_frame(1000, "hack_force_close");
         self.finish(code, reason);
     }
 
-    fn send_close(&self, code: u16, reason: &str) {
-        if self.0.closed.swap(true, Ordering::AcqRel) {
-            return;
-        }
+    /// True for the first side to close, which then sends the close frame
+    /// and delivers the close event.
+    fn claim_close(&self) -> bool {
+        !self.0.closed.swap(true, Ordering::AcqRel)
+    }
+
+    fn send_close_frame(&self, code: u16, reason: &str) {
         if let Some(sender) = self.0.sender.get() {
             sender.close(Some(code), Some(reason.to_string()));
         }
@@ -500,6 +514,36 @@ mod tests {
         assert_eq!(
             got.lock().unwrap().clone(),
             vec![WebSocketEvent::Close { code: 1001, reason: "going away".into(), was_clean: false }]
+        );
+    }
+
+    /// A gate that releases at once, after letting the client's close
+    /// arrive: the moment between our close frame and our close event.
+    struct ClientClosesMeanwhile(RawWebSocket);
+
+    impl GateHandle for ClientClosesMeanwhile {
+        fn upgrade(&self) -> Option<Box<dyn Gate>> {
+            Some(Box::new(ClientClosesMeanwhile(self.0.clone())))
+        }
+    }
+
+    impl Gate for ClientClosesMeanwhile {
+        fn after_save(&self, _answer: bool, release: Release) -> Result<(), RivetError> {
+            release(Ok(()));
+            self.0.on_client_close(1000, String::new());
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn our_close_owns_the_event_when_the_clients_close_crosses_it() {
+        let ws = RawWebSocket::new();
+        ws.set_gate(ClientClosesMeanwhile(ws.clone()));
+        let got = recorder(&ws);
+        ws.close(Some(4001), Some("server says bye".into()));
+        assert_eq!(
+            got.lock().unwrap().clone(),
+            vec![WebSocketEvent::Close { code: 4001, reason: "server says bye".into(), was_clean: false }]
         );
     }
 
