@@ -1,21 +1,20 @@
 //! `CoreRegistry`: what JavaScript registers actors on and serves.
 //!
-//! States: registering → serving → shut down (or straight to shut down if
-//! `shutdown()` comes first). `shutdown()` only trips the one cancellation
-//! token; the drain runs inside `serve()`, whose promise settles when it
-//! is done. Nothing here touches signals: the host decides when to stop.
+//! Its states and their transitions are `lifecycle.rs`; every method asks
+//! `RegistryState` (`state.rs`). `shutdown()` only trips the one
+//! cancellation token; the drain runs inside `serve()`, whose promise
+//! settles when it is done. Nothing here touches signals: the host decides
+//! when to stop.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use napi::bindgen_prelude::{Buffer, PromiseRaw};
 use napi::Env;
 use napi_derive::napi;
 use rivetkit_native_core::error::{catalog, RivetError};
-use rivetkit_native_core::registry::{CoreRegistry as Core, ServeConfig};
+use rivetkit_native_core::registry::ServeConfig;
 use rivetkit_native_core::serverless::ServerlessRuntime;
-use tokio::sync::watch;
-use tokio_util::sync::CancellationToken;
 
 use napi::bindgen_prelude::{ClassInstance, JsObjectValue, Object, Unknown};
 use napi::ValueType;
@@ -24,8 +23,8 @@ use rivetkit_native_core::error::validate::invalid;
 
 use super::config::JsServeConfig;
 use super::factory::NapiActorFactory;
-use super::serverless_runtime::ServerlessCell;
-use super::state::{health_status, Phase, Slot};
+use super::lifecycle::State;
+use super::state::{RegistryState, Serving};
 use crate::bridge::error::{spawn_promise, throw, to_js_error};
 use crate::bridge::types::{args, JsRegistryRouteResponse};
 
@@ -42,14 +41,8 @@ fn factory_of(value: &Unknown<'_>) -> Option<ActorFactory> {
 
 #[napi]
 pub struct CoreRegistry {
-    pub(crate) slot: Arc<Mutex<Slot>>,
-    pub(crate) shutdown: CancellationToken,
-    pub(crate) phase: watch::Sender<Phase>,
-    /// The `/metadata` payload, fixed when `serve()` (or the first
-    /// serverless call) read its config.
-    pub(crate) metadata: Arc<Mutex<Option<serde_json::Value>>>,
-    /// Serverless mode (`serverless_runtime`), once a serverless call came.
-    pub(crate) serverless: Arc<ServerlessCell>,
+    /// Its lifecycle and what each state carries (`state.rs`).
+    pub(crate) state: Arc<RegistryState>,
 }
 
 impl CoreRegistry {
@@ -59,7 +52,7 @@ impl CoreRegistry {
         &self,
         config: JsServeConfig,
     ) -> impl std::future::Future<Output = anyhow::Result<Arc<ServerlessRuntime>>> + Send + 'static {
-        self.serverless.ensure(self.slot.clone(), self.shutdown.clone(), self.metadata.clone(), config)
+        self.state.serverless(config)
     }
 }
 
@@ -73,13 +66,7 @@ impl Default for CoreRegistry {
 impl CoreRegistry {
     #[napi(constructor)]
     pub fn new() -> Self {
-        Self {
-            slot: Arc::new(Mutex::new(Slot::Registering(Core::new()))),
-            shutdown: CancellationToken::new(),
-            phase: watch::channel(Phase::NotStarted).0,
-            metadata: Arc::new(Mutex::new(None)),
-            serverless: Arc::default(),
-        }
+        Self { state: Arc::new(RegistryState::new()) }
     }
 
     /// Registers (or replaces) an actor type. Only before `serve()`.
@@ -96,16 +83,7 @@ impl CoreRegistry {
             let got = args::type_name(&factory);
             throw(env, invalid("factory", format!("expected a NapiActorFactory, got {got}")))
         })?;
-        let mut slot = self.slot.lock().unwrap_or_else(|p| p.into_inner());
-        match &mut *slot {
-            Slot::Registering(core) => {
-                core.register(name, factory);
-                Ok(())
-            }
-            Slot::Taken => {
-                Err(to_js_error(env, catalog::invalid_state("register() after serve() or shutdown()").into_anyhow()))
-            }
-        }
+        self.state.register(name, factory).map_err(|e| to_js_error(env, e.into_anyhow()))
     }
 
     /// Connects to the engine and serves until `shutdown()`; resolves when
@@ -114,51 +92,30 @@ impl CoreRegistry {
     #[napi(ts_args_type = "config?: JsServeConfig | undefined | null", ts_return_type = "Promise<void>")]
     pub fn serve<'env>(&self, env: &'env Env, config: Option<JsServeConfig>) -> napi::Result<PromiseRaw<'env, ()>> {
         rivetkit_native_core::inspector::set_test_token(config.as_ref().and_then(|c| c.inspector_test_token.clone()));
-        let core = {
-            let mut slot = self.slot.lock().unwrap_or_else(|p| p.into_inner());
-            match std::mem::replace(&mut *slot, Slot::Taken) {
-                Slot::Registering(core) => core,
-                Slot::Taken => {
-                    return Err(to_js_error(
-                        env,
-                        catalog::invalid_state("serve() was already called, or the registry was shut down")
-                            .into_anyhow(),
-                    ));
-                }
-            }
-        };
-        let shutdown = self.shutdown.clone();
-        let phase = self.phase.clone();
+        let core = self.state.serve().map_err(|e| to_js_error(env, e.into_anyhow()))?;
+        let state = self.state.clone();
         let actor_metadata = core.actor_metadata();
-        let metadata = self.metadata.clone();
         let exit_code_on_failure = config.as_ref().and_then(|c| c.exit_code_on_failure).unwrap_or(true);
         let serving = async move {
-            if shutdown.is_cancelled() {
-                phase.send_replace(Phase::ShutDown);
-                return Ok(());
-            }
-            let config = config.unwrap_or_default().into_core();
-            let result = match config {
+            let result = match config.unwrap_or_default().into_core() {
                 Ok(config) => {
-                    *metadata.lock().unwrap_or_else(|p| p.into_inner()) =
-                        Some(normal_metadata(&config, actor_metadata));
-                    phase.send_replace(Phase::Starting);
-                    let ready = phase.clone();
-                    core.serve(config, shutdown, move |handle| {
-                        ready.send_replace(Phase::Ready(handle));
-                    })
-                    .await
+                    // `false`: shutdown() came first, nothing to serve.
+                    if !state.serve_start(normal_metadata(&config, actor_metadata)) {
+                        return Ok(());
+                    }
+                    let ready = state.clone();
+                    core.serve(config, state.shutdown_token(), move |handle| ready.serve_ready(handle)).await
                 }
                 Err(err) => Err(err),
             };
-            let was_ready = matches!(*phase.borrow(), Phase::Ready(_));
             match &result {
-                Ok(()) => phase.send_replace(Phase::ShutDown),
-                Err(err) => {
-                    report_serve_failure(err, was_ready);
-                    phase.send_replace(Phase::Failed(RivetError::extract(err)))
-                }
-            };
+                Ok(()) => state.serve_done(),
+                Err(err) => match state.serve_failed(RivetError::extract(err)) {
+                    // A bad config after shutdown(): nothing was served.
+                    (_, State::ShutDown) => return Ok(()),
+                    (was_ready, _) => report_serve_failure(err, was_ready),
+                },
+            }
             result
         };
         env.spawn_future_with_callback(async move { Ok(serving.await) }, move |env, result| {
@@ -178,32 +135,10 @@ impl CoreRegistry {
     /// `registry.shut_down`.
     #[napi(ts_return_type = "Promise<void>")]
     pub fn wait_ready<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
-        let never_served = matches!(*self.slot.lock().unwrap_or_else(|p| p.into_inner()), Slot::Registering(_));
-        if never_served {
-            return spawn_promise(env, async {
-                Err(catalog::invalid_state("waitReady() before serve(): call serve() first, then waitReady()")
-                    .into_anyhow())
-            });
+        match self.state.wait_ready() {
+            Ok(ready) => spawn_promise(env, ready),
+            Err(err) => spawn_promise(env, async move { Err(err.into_anyhow()) }),
         }
-        if self.serverless.current().is_some() {
-            return spawn_promise(env, async {
-                Err(catalog::invalid_state("waitReady() in serverless mode: hosts become ready per start request")
-                    .into_anyhow())
-            });
-        }
-        let mut rx = self.phase.subscribe();
-        spawn_promise(env, async move {
-            let phase = rx
-                .wait_for(|p| !matches!(p, Phase::NotStarted | Phase::Starting))
-                .await
-                .map(|p| p.clone())
-                .map_err(|_| catalog::registry_shut_down().into_anyhow())?;
-            match phase {
-                Phase::Ready(handle) => handle.started().await,
-                Phase::Failed(err) => Err(err.into_anyhow()),
-                _ => Err(catalog::registry_shut_down().into_anyhow()),
-            }
-        })
     }
 
     /// Trips shutdown. Idempotent; never waits for `serve()` (await that
@@ -213,32 +148,11 @@ impl CoreRegistry {
     /// `registry.shut_down`.
     #[napi(ts_return_type = "Promise<void>")]
     pub fn shutdown<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
-        if !self.shutdown.is_cancelled() {
-            tracing::info!("shutdown requested");
-            tracing::debug!(target: rivetkit_native_core::DRAIN_TRACE, "shutdown requested");
-            self.shutdown.cancel();
-            self.phase.send_if_modified(|p| {
-                if matches!(p, Phase::Ready(_) | Phase::Starting) {
-                    *p = Phase::ShuttingDown;
-                    true
-                } else {
-                    false
-                }
-            });
-            // A registry that never served has nothing to drain. Decided
-            // under the lock, published after it.
-            let never_served = {
-                let mut slot = self.slot.lock().unwrap_or_else(|p| p.into_inner());
-                matches!(std::mem::replace(&mut *slot, Slot::Taken), Slot::Registering(_))
-            };
-            if never_served {
-                self.phase.send_replace(Phase::ShutDown);
-            }
-        }
+        self.state.shutdown();
         // Serverless mode drains here (there is no serve() promise to do it).
-        let serverless = self.serverless.clone();
+        let state = self.state.clone();
         spawn_promise(env, async move {
-            serverless.shutdown().await;
+            state.drain_serverless().await;
             Ok(())
         })
     }
@@ -246,15 +160,12 @@ impl CoreRegistry {
     /// The engine's actor stop threshold in ms, or `null` before it is known.
     #[napi(ts_return_type = "Promise<number | null>")]
     pub fn actor_stop_threshold_ms<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, Option<f64>>> {
-        let phase = self.phase.borrow().clone();
-        let serverless = self.serverless.current();
+        let serving = self.state.serving();
         spawn_promise(env, async move {
-            if let Some(runtime) = serverless {
-                return Ok(runtime.actor_stop_threshold_ms().await.map(|ms| ms as f64));
-            }
-            Ok(match phase {
-                Phase::Ready(handle) => handle.actor_stop_threshold_ms().await.map(|ms| ms as f64),
-                _ => None,
+            Ok(match serving {
+                Serving::Serverless(runtime) => runtime.actor_stop_threshold_ms().await.map(|ms| ms as f64),
+                Serving::Envoy(handle) => handle.actor_stop_threshold_ms().await.map(|ms| ms as f64),
+                Serving::Nothing => None,
             })
         })
     }
@@ -263,10 +174,7 @@ impl CoreRegistry {
     /// serving with a healthy engine link.
     #[napi(ts_return_type = "Promise<JsRegistryRouteResponse>")]
     pub fn health<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, JsRegistryRouteResponse>> {
-        let (code, status) = match self.serverless.current() {
-            Some(runtime) => super::serverless_runtime::health_status(&runtime),
-            None => health_status(&self.phase.borrow()),
-        };
+        let (code, status) = self.state.health();
         let body = serde_json::json!({ "status": status, "runtime": "rivetkit", "version": env!("CARGO_PKG_VERSION") });
         spawn_promise(env, async move { Ok(json_route(code, &body)) })
     }
@@ -276,8 +184,8 @@ impl CoreRegistry {
     /// `napi.invalid_state` before `serve()` has started.
     #[napi]
     pub fn metadata(&self, env: &Env) -> napi::Result<JsRegistryRouteResponse> {
-        match &*self.metadata.lock().unwrap_or_else(|p| p.into_inner()) {
-            Some(body) => Ok(json_route(200, body)),
+        match self.state.metadata() {
+            Some(body) => Ok(json_route(200, &body)),
             None => Err(to_js_error(env, catalog::invalid_state("metadata() before serve() started").into_anyhow())),
         }
     }
@@ -287,10 +195,10 @@ impl CoreRegistry {
     /// runs (0 when not serving).
     #[napi]
     pub fn metrics(&self) -> JsRegistryRouteResponse {
-        let active = match (&*self.phase.borrow(), self.serverless.current()) {
-            (_, Some(runtime)) => runtime.active_actor_count(),
-            (Phase::Ready(handle), None) => handle.active_actor_count(),
-            _ => 0,
+        let active = match self.state.serving() {
+            Serving::Serverless(runtime) => runtime.active_actor_count(),
+            Serving::Envoy(handle) => handle.active_actor_count(),
+            Serving::Nothing => 0,
         };
         let body = format!(
             "# HELP rivetkit_native_active_actors Actor generations running on this host.\n\

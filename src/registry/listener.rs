@@ -15,7 +15,7 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use futures::future::BoxFuture;
@@ -28,11 +28,10 @@ use rivetkit_native_core::serverless::http::cors_headers;
 use rivetkit_native_core::serverless::settings::{is_framework_path, route_path};
 use rivetkit_native_core::serverless::{metrics_text, ServerlessRequest, ServerlessResponse, METRICS_CONTENT_TYPE};
 use rivetkit_native_core::RivetError;
-use tokio::sync::watch;
 
 use super::config::{settings_from, JsServeConfig};
 use super::core_registry::CoreRegistry;
-use super::state::{health_status, Phase};
+use super::state::{health_status, Phase, RegistryState};
 use crate::bridge::error::{reject, spawn_promise};
 use crate::bridge::js_callback::JsCallback;
 use crate::bridge::types::{args, Checked};
@@ -126,8 +125,7 @@ fn app_callback(argument: &str, value: Option<Unknown<'_>>) -> napi::Result<Resu
 /// The envoy mode's routes in front of the application.
 struct EnvoyRoutes {
     base_path: String,
-    phase: watch::Receiver<Phase>,
-    metadata: Arc<Mutex<Option<serde_json::Value>>>,
+    state: Arc<RegistryState>,
     version: String,
 }
 
@@ -145,16 +143,16 @@ impl Routes for EnvoyRoutes {
                 ServerlessResponse::text(200, "This is a RivetKit server.\n\nLearn more at https://rivet.dev")
             }
             ("GET", "/health") => {
-                let (code, status) = health_status(&self.phase.borrow());
+                let (code, status) = health_status(&self.state.phase().borrow());
                 let body = serde_json::json!({ "status": status, "runtime": "rivetkit", "version": self.version });
                 ServerlessResponse::json(code as u16, &body)
             }
-            ("GET", "/metadata") => match &*self.metadata.lock().unwrap_or_else(|p| p.into_inner()) {
-                Some(body) => ServerlessResponse::json(200, body),
+            ("GET", "/metadata") => match self.state.metadata() {
+                Some(body) => ServerlessResponse::json(200, &body),
                 None => ServerlessResponse::text(503, "registry not started\n"),
             },
             ("GET", "/metrics") => {
-                let active = match &*self.phase.borrow() {
+                let active = match &*self.state.phase().borrow() {
                     Phase::Ready(handle) => handle.active_actor_count(),
                     _ => 0,
                 };
@@ -197,7 +195,7 @@ impl CoreRegistry {
             Err(err) => return reject(env, err),
         };
         let ensure = self.ensure_serverless(config);
-        let shutdown = self.shutdown.clone();
+        let shutdown = self.state.shutdown_token();
         spawn_promise(env, async move {
             let tcp = listener::bind(&listener).await?;
             let runtime = ensure.await?;
@@ -233,13 +231,9 @@ impl CoreRegistry {
             Err(err) => return reject(env, err),
         };
         let settings = settings_from(&config);
-        let routes = EnvoyRoutes {
-            base_path: settings.base_path,
-            phase: self.phase.subscribe(),
-            metadata: self.metadata.clone(),
-            version: settings.package_version,
-        };
-        let shutdown = self.shutdown.clone();
+        let routes =
+            EnvoyRoutes { base_path: settings.base_path, state: self.state.clone(), version: settings.package_version };
+        let shutdown = self.state.shutdown_token();
         spawn_promise(env, async move {
             let tcp = listener::bind(&listener).await?;
             listener::serve(tcp, listener, Arc::new(routes), Some(application), shutdown).await

@@ -3,8 +3,10 @@
 //!
 //! - `factory`: `NapiActorFactory` and `JsActorConfig` (one actor type);
 //! - `config`: `JsServeConfig` and the core configs read from it;
-//! - `state`: the registry's slot of actor types and its serve phase;
-//! - `serverless_runtime`: the serverless runtime, built once;
+//! - `lifecycle`: the registry's states, events and transition table;
+//! - `serverless_runtime`: the serverless runtime's build state and health;
+//! - `state`: `RegistryState`, the lifecycle with what each state carries,
+//!   the envoy phase and the drain token;
 //! - `core_registry`: the `CoreRegistry` class (register, serve, waitReady,
 //!   shutdown, health, metadata, metrics);
 //! - `serverless` (`handleServerlessRequest`) and `listener`
@@ -16,6 +18,7 @@
 pub mod config;
 pub mod core_registry;
 pub mod factory;
+pub mod lifecycle;
 pub mod listener;
 pub mod serverless;
 pub mod serverless_runtime;
