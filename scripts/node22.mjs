@@ -24,12 +24,15 @@ export const NODE22_LEFT_OUT = new Set([
 	"drain",
 	"drain-bound",
 	"first-run",
+	// These two read our sources as text and load no addon.
+	"layers",
 	"persistence",
 	"recovery",
 	"reliability",
 	"scale-out",
 	"sqlite",
 	"start-failure",
+	"tables",
 	"workflow",
 ]);
 
