@@ -27,7 +27,8 @@ export const CRATES = [
 	{ name: "addon", dir: "src", externName: null },
 ];
 
-const TEST_FILE = /(^|\/)(tests|proptests|test_server|test_dir|testing)(\.rs|\/)/;
+/** Test-only files: not read as product code. */
+export const TEST_FILE = /(^|\/)(tests|proptests|test_server|test_dir|testing)(\.rs|\/)/;
 
 /** Code without comments, string and char literals (their bytes kept as spaces). */
 export function stripCode(text) {

@@ -90,14 +90,13 @@ pub fn set_default(name: &str, value: &str) {
     }
 }
 
-/// Whether `name` is in the table.
-pub fn is_declared(name: &str) -> bool {
-    ALL.iter().any(|v| v.name == name)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn is_declared(name: &str) -> bool {
+        ALL.iter().any(|v| v.name == name)
+    }
 
     #[test]
     fn names_are_unique_and_constants_match() {

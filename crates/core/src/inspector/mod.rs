@@ -11,7 +11,9 @@ use std::sync::RwLock;
 use crate::actor::ActorContext;
 use crate::error::RivetError;
 
-pub use crate::actor::inspector::{ensure_token, ActorInspector, TOKEN_KEY};
+pub use crate::actor::inspector::{ensure_token, ActorInspector};
+/// The exact actor-KV key of the inspector token (defined with every key).
+pub use crate::actor::keys::INSPECTOR_TOKEN as TOKEN_KEY;
 
 /// A token every actor accepts, for tests only (the reference's name).
 pub const TEST_TOKEN_ENV: &str = crate::env::_RIVET_TEST_INSPECTOR_TOKEN;

@@ -1,14 +1,11 @@
 //! The inspector's bookkeeping for one generation, a part of its context
-//! (docs/inspector.md): the actor's token and where it is kept, and the
-//! counters behind `inspectorSnapshot`.
+//! (docs/inspector.md): the actor's token and the counters behind
+//! `inspectorSnapshot`.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Mutex;
 
 use tokio::sync::watch;
-
-/// The exact actor-KV key of the inspector token (defined with every key).
-pub use crate::actor::keys::INSPECTOR_TOKEN as TOKEN_KEY;
 
 /// Per-generation inspector bookkeeping, held by the actor context.
 pub struct ActorInspector {

@@ -6,5 +6,5 @@
 pub mod bookkeeping;
 pub mod token;
 
-pub use bookkeeping::{ActorInspector, TOKEN_KEY};
+pub use bookkeeping::ActorInspector;
 pub use token::ensure_token;

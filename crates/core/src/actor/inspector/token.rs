@@ -6,8 +6,8 @@
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 
-use super::bookkeeping::TOKEN_KEY;
 use crate::actor::context::ActorContext;
+use crate::actor::keys::INSPECTOR_TOKEN as TOKEN_KEY;
 /// Random bytes in a token (base64url without padding on the wire).
 const TOKEN_BYTES: usize = 32;
 
