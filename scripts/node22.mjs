@@ -5,9 +5,10 @@
 //
 // The files left out under Node 22 test storage durability and the engine's
 // placement over minutes (SIGKILL recovery, drains, restarts, timers,
-// several hosts under faults): what
-// they check does not depend on the Node version. Every file that touches
-// the addon's JS surface runs. RIVETKIT_TEST_NODE22=all runs them all.
+// several hosts under faults), read our sources as text, or install our
+// tarballs with npm: what they check does not depend on the Node version.
+// Every file that touches the addon's JS surface runs.
+// RIVETKIT_TEST_NODE22=all runs them all.
 
 import { spawnSync } from "node:child_process";
 import { existsSync } from "node:fs";
@@ -24,16 +25,21 @@ export const NODE22_LEFT_OUT = new Set([
 	"drain",
 	"drain-bound",
 	"first-run",
-	// These two read our sources as text and load no addon.
-	"layers",
 	"persistence",
 	"recovery",
 	"reliability",
 	"scale-out",
 	"sqlite",
 	"start-failure",
-	"tables",
 	"workflow",
+	// These two read our sources as text and load no addon.
+	"layers",
+	"tables",
+	// These two install our tarballs and a RivetKit app with npm (the same
+	// npm under either Node) and spend most of their time in it; the app on
+	// this addon under Node 22 is what rivetkit-app and compat run.
+	"packaging",
+	"readme-snippets",
 ]);
 
 /** `{bin, version}` of Node 22, or `{skipped: why}`. */

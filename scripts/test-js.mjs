@@ -49,33 +49,37 @@ const files = args.length ? args.map((a) => basename(a)) : allFiles;
  * Seconds each file took in a fresh clone's `npm test` here (rounded; the
  * slower of its Node 20 and Node 22 runs): the pool
  * starts the longest first, so that the run is not left waiting on one
- * long file at its end. A file not listed counts as 10 s.
+ * long file at its end. A file not listed counts as 5 s.
  */
 const SECONDS = {
-	"cluster-safety.test.mjs": 200,
+	"cluster-safety.test.mjs": 165,
 	"cluster.test.mjs": 160,
-	"drain.test.mjs": 150,
-	"packaging.test.mjs": 100,
-	"concurrency.test.mjs": 50,
-	"compat.test.mjs": 45,
+	"drain.test.mjs": 125,
+	"packaging.test.mjs": 70,
+	"serverless.test.mjs": 45,
 	"readme-snippets.test.mjs": 40,
-	"reliability.test.mjs": 35,
-	"cron.test.mjs": 35,
-	"workflow.test.mjs": 30,
-	"sqlite.test.mjs": 30,
-	"rivetkit-app.test.mjs": 20,
-	"raw-websocket.test.mjs": 18,
+	"cron.test.mjs": 30,
+	"concurrency.test.mjs": 27,
+	"workflow.test.mjs": 27,
+	"compat.test.mjs": 26,
+	"sqlite.test.mjs": 25,
+	"reliability.test.mjs": 22,
+	"drain-bound.test.mjs": 21,
+	"raw-websocket.test.mjs": 17,
 	"lifecycle.test.mjs": 16,
-	"inspector.test.mjs": 15,
 	"persistence.test.mjs": 15,
-	"start-failure.test.mjs": 13,
-	"scale-out.test.mjs": 13,
-	"drain-bound.test.mjs": 12,
-	"streams.test.mjs": 12,
-	"schedule.test.mjs": 11,
-	"connect-frames.test.mjs": 11,
+	"start-failure.test.mjs": 12,
+	"rivetkit-app.test.mjs": 10,
+	"schedule.test.mjs": 10,
+	"streams.test.mjs": 9,
+	"inspector.test.mjs": 9,
+	"first-run.test.mjs": 8,
+	"recovery.test.mjs": 8,
+	"connect-frames.test.mjs": 7,
+	"queue.test.mjs": 7,
+	"actions.test.mjs": 7,
 };
-const weight = (file) => SECONDS[file] ?? 10;
+const weight = (file) => SECONDS[file] ?? 5;
 
 /**
  * Files run alone, after the pool (none now: serverless.test.mjs was, until

@@ -34,6 +34,10 @@ pub(super) const ENVOY_STOP_WAIT: Duration = Duration::from_secs(5);
 /// the gateway still routed to it). Within the default drain bound (30 s).
 const ENGINE_SLEEP_WAIT: Duration = Duration::from_secs(15);
 const ENGINE_SLEEP_POLL: Duration = Duration::from_millis(5);
+/// How long step 3a' waits with no sleep taken before it asks again for
+/// the ones not taken yet, and how often it asks then (a few each time).
+const STALL_NUDGE_AFTER: Duration = Duration::from_secs(3);
+const STALL_NUDGE_EVERY: Duration = Duration::from_millis(500);
 /// How long the drain waits for the engine to read the withdraw.
 const WITHDRAW_READ_WAIT: Duration = Duration::from_secs(3);
 /// Once the engine has read the withdraw, how long a start it placed here
@@ -108,7 +112,7 @@ pub(super) async fn hand_over(
     // still has an actor it was asked to put to sleep running here, the
     // withdraw would send it away at once, to no host if this is the only
     // one (docs/drain.md, "After the last stop"), so it is skipped.
-    let withdrawn = engine_took_the_sleeps(envoy, held).await;
+    let withdrawn = engine_took_the_sleeps(envoy, dispatcher, held).await;
     if withdrawn {
         // Under load the engine may read the withdraw only seconds later,
         // placing actors here until then: wait until it has.
@@ -125,7 +129,7 @@ pub(super) async fn hand_over(
     release.send_replace(true);
     settled_when(settled, |s| s.idle && s.released).await;
     if held_ones_reported(envoy).await && withdrawn {
-        engine_took_the_sleeps(envoy, || 0).await;
+        engine_took_the_sleeps(envoy, dispatcher, || 0).await;
     }
     gateway_quiet(envoy, refused_at_start).await;
     close(envoy).await
@@ -204,9 +208,17 @@ async fn close(envoy: &EnvoyHandle) -> bool {
 /// asleep; before that the gateway may still send a request for it to
 /// this host, and one that arrives after the connection closed ends in an
 /// error for the client (docs/drain.md, "After the last stop").
-async fn engine_took_the_sleeps(envoy: &EnvoyHandle, held: impl Fn() -> usize) -> bool {
+///
+/// When the count has not moved for [`STALL_NUDGE_AFTER`], the sleeps not
+/// taken yet are asked for again, a few at a time ([`Reasker`]): each ask
+/// is a signal, which makes the engine's workflow worker look again at
+/// every ready workflow, a stalled one among them (docs/drain.md, 3a').
+async fn engine_took_the_sleeps(envoy: &EnvoyHandle, dispatcher: &Dispatcher, held: impl Fn() -> usize) -> bool {
     let waited = tokio::time::timeout(ENGINE_SLEEP_WAIT, async {
-        let mut next_report = Instant::now() + PROGRESS_REPORT_INTERVAL;
+        let start = Instant::now();
+        let mut next_report = start + PROGRESS_REPORT_INTERVAL;
+        let mut reasks = Reasker::new(start + STALL_NUDGE_AFTER - REASK_AFTER);
+        let (mut last_awaiting, mut moved_at, mut next_nudge) = (usize::MAX, start, start);
         loop {
             // The envoy counts every generation the engine has not stopped,
             // so the held ones, still running, are among them.
@@ -215,7 +227,14 @@ async fn engine_took_the_sleeps(envoy: &EnvoyHandle, held: impl Fn() -> usize) -
             if envoy.active_actor_count() <= held && awaiting <= held {
                 return;
             }
-            if Instant::now() >= next_report {
+            let now = Instant::now();
+            if awaiting != last_awaiting {
+                (last_awaiting, moved_at) = (awaiting, now);
+            } else if now.duration_since(moved_at) >= STALL_NUDGE_AFTER && now >= next_nudge {
+                reasks.ask_again(dispatcher.awaiting_engine_contexts());
+                next_nudge = now + STALL_NUDGE_EVERY;
+            }
+            if now >= next_report {
                 tracing::info!(awaiting, "waiting for the engine to take the sleeps sent from here");
                 next_report += PROGRESS_REPORT_INTERVAL;
             }
