@@ -56,18 +56,9 @@ async function pool(total, inFlight, op) {
 	await Promise.all(Array.from({ length: inFlight }, worker));
 }
 
-/**
- * Get-or-create by key (so never two actors), tried again when the engine
- * answers 500: its create timed out now and then on a busy 2-core machine.
- */
-async function getOrCreate(name, key, poolName, attempts = 4) {
-	for (let attempt = 1; ; attempt++) {
-		try {
-			return (await getOrCreateActor(engine.endpoint, { name, key, pool: poolName })).actor;
-		} catch (err) {
-			if (attempt >= attempts || !/-> 5\d\d/.test(err.message)) throw err;
-		}
-	}
+/** Get-or-create by key (so never two actors). */
+async function getOrCreate(name, key, poolName) {
+	return (await getOrCreateActor(engine.endpoint, { name, key, pool: poolName })).actor;
 }
 
 /** One request to the actor's onRequest; retried while the engine moves or wakes it. */

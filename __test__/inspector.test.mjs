@@ -15,7 +15,7 @@ import { decode as cborDecode, encode as cborEncode } from "cbor-x";
 import { createClient } from "rivetkit/client";
 import WebSocket from "ws";
 
-import { firstCall, interrupt, startApp, waitForOutput } from "./helpers/app.mjs";
+import { interrupt, startApp, waitForOutput } from "./helpers/app.mjs";
 import { ADMIN_TOKEN, NAMESPACE, gatewayFetch, startEngine, waitFor } from "./helpers/engine.mjs";
 
 const POOL = "inspector";
@@ -280,9 +280,9 @@ describe("the inspector's HTTP routes", () => {
 		await engine?.stop();
 	});
 
-	test("refused without a valid token, served with the actor's token", async (t) => {
+	test("refused without a valid token, served with the actor's token", async () => {
 		const counter = client.counter.getOrCreate(["inspected"]);
-		assert.equal(await firstCall(t, "counter", () => counter.increment(5)), 5);
+		assert.equal(await counter.increment(5), 5);
 		const actorId = await counter.resolve();
 		const token = await readToken(engine.endpoint, actorId);
 		assert.match(token, /^[A-Za-z0-9_-]{43}$/, "32 random bytes, base64url");
@@ -312,9 +312,9 @@ describe("the inspector's HTTP routes", () => {
 		assert.equal(await counter.getCount(), 7);
 	});
 
-	test("the token survives sleep and is kept by the next generation", async (t) => {
+	test("the token survives sleep and is kept by the next generation", async () => {
 		const counter = client.counter.getOrCreate(["sleepy"]);
-		await firstCall(t, "counter", () => counter.increment(1));
+		await counter.increment(1);
 		const actorId = await counter.resolve();
 		const token = await readToken(engine.endpoint, actorId);
 		await counter.goToSleep();
@@ -325,9 +325,9 @@ describe("the inspector's HTTP routes", () => {
 		assert.deepEqual(state.body.state, { count: 1 });
 	});
 
-	test("the inspector WebSocket reads the state and sees an action's effect", async (t) => {
+	test("the inspector WebSocket reads the state and sees an action's effect", async () => {
 		const counter = client.counter.getOrCreate(["live"]);
-		assert.equal(await firstCall(t, "counter", () => counter.increment(10)), 10);
+		assert.equal(await counter.increment(10), 10);
 		const actorId = await counter.resolve();
 		const token = await readToken(engine.endpoint, actorId);
 
@@ -448,9 +448,9 @@ describe("the inspector WebSocket's views of an actor", () => {
 		await engine?.stop();
 	});
 
-	test("connections, queue, database and schedules, read-only but for deletes; bad requests get errors", async (t) => {
+	test("connections, queue, database and schedules, read-only but for deletes; bad requests get errors", async () => {
 		const desk = client.desk.getOrCreate(["one"], { params: { name: "ada" } });
-		await firstCall(t, "desk", () => desk.increment(1));
+		await desk.increment(1);
 		const conn = desk.connect();
 		assert.equal(await conn.increment(1), 2);
 		for (const n of [1, 2, 3]) await desk.enqueue("jobs", { n });
@@ -564,9 +564,9 @@ describe("the inspector WebSocket's views of an actor", () => {
 		assert.equal(await desk.increment(0), 100);
 	});
 
-	test("a workflow's history comes from the workflow; an actor without one has none", async (t) => {
+	test("a workflow's history comes from the workflow; an actor without one has none", async () => {
 		const flow = client.flow.getOrCreate(["w"]);
-		await firstCall(t, "flow", () => flow.steps());
+		await flow.steps();
 		await waitFor(async () => (await flow.steps()) === 1, { what: "the workflow's first step" });
 		const actorId = await flow.resolve();
 		const token = await readToken(engine.endpoint, actorId);
@@ -583,7 +583,7 @@ describe("the inspector WebSocket's views of an actor", () => {
 		}
 
 		const desk = client.desk.getOrCreate(["two"]);
-		await firstCall(t, "desk", () => desk.increment(1));
+		await desk.increment(1);
 		const deskId = await desk.resolve();
 		const plain = openInspector(engine, deskId, await readToken(engine.endpoint, deskId));
 		try {

@@ -12,7 +12,7 @@ import { after, before, describe, test } from "node:test";
 import { createClient } from "rivetkit/client";
 
 import { actorJobs, native, serveActors } from "./helpers/actors.mjs";
-import { firstCall, isError, interrupt, startApp, waitForOutput } from "./helpers/app.mjs";
+import { isError, interrupt, startApp, waitForOutput } from "./helpers/app.mjs";
 import { cborDecode, cborEncode } from "./helpers/client.mjs";
 import { getOrCreateActor, startEngine, waitFor } from "./helpers/engine.mjs";
 
@@ -44,9 +44,9 @@ describe("queues on a RivetKit app", () => {
 		await engine?.stop();
 	});
 
-	test("send without waiting; the run loop consumes in order", async (t) => {
+	test("send without waiting; the run loop consumes in order", async () => {
 		const worker = client.worker.getOrCreate(["order"]);
-		assert.equal(await firstCall(t, "worker", () => worker.send("jobs", { n: 1 })), undefined);
+		assert.equal(await worker.send("jobs", { n: 1 }), undefined);
 		for (let n = 2; n <= 6; n++) await worker.send("jobs", { n });
 		const done = await waitFor(
 			async () => {
@@ -61,9 +61,9 @@ describe("queues on a RivetKit app", () => {
 		);
 	});
 
-	test("send and wait for the consumer's answer", async (t) => {
+	test("send and wait for the consumer's answer", async () => {
 		const worker = client.worker.getOrCreate(["answer"]);
-		const result = await firstCall(t, "worker", () => worker.send("jobs", { n: 7 }, { wait: true, timeout: 30_000 }));
+		const result = await worker.send("jobs", { n: 7 }, { wait: true, timeout: 30_000 });
 		assert.deepEqual(result, { status: "completed", response: { did: { n: 7 } } });
 		// Nobody consumes `tasks`: the wait times out, the message stays queued.
 		const timedOut = await worker.send("tasks", "later", { wait: true, timeout: 200 });
@@ -71,9 +71,9 @@ describe("queues on a RivetKit app", () => {
 		assert.deepEqual(await worker.takeTasks(), ["later"]);
 	});
 
-	test("a full queue and an oversized message are structured errors; undeclared names queue nothing", async (t) => {
+	test("a full queue and an oversized message are structured errors; undeclared names queue nothing", async () => {
 		const worker = client.worker.getOrCreate(["limits"]);
-		await firstCall(t, "worker", () => worker.send("tasks", 0));
+		await worker.send("tasks", 0);
 		for (let i = 1; i < 4; i++) await worker.send("tasks", i);
 		await assert.rejects(worker.send("tasks", 4), (err) => {
 			isError("queue", "full")(err);
@@ -98,9 +98,9 @@ describe("queues on a RivetKit app", () => {
 		assert.deepEqual(await worker.takeTasks(), ["mine"]);
 	});
 
-	test("the worker sleeps while its loop waits; messages sent meanwhile wake it and arrive in order", async (t) => {
+	test("the worker sleeps while its loop waits; messages sent meanwhile wake it and arrive in order", async () => {
 		const worker = client.worker.getOrCreate(["sleeper"]);
-		await firstCall(t, "worker", () => worker.send("jobs", { n: 0 }));
+		await worker.send("jobs", { n: 0 });
 		const from = app.out.length;
 		// Nothing else to do: its `run` loop waits on the queue, which does
 		// not keep it awake (sleepTimeout 1.5 s).

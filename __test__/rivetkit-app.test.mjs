@@ -20,7 +20,6 @@ import { after, before, describe, test } from "node:test";
 // it comes from does not matter, so it is the root's devDependency.
 import { createClient } from "rivetkit/client";
 
-import { firstCall } from "./helpers/app.mjs";
 import { findFreePorts, gatewayFetch, waitFor } from "./helpers/engine.mjs";
 
 const EXIT_BOUND_MS = 5_000;
@@ -159,16 +158,16 @@ describe("RivetKit example app on rivetkit-native", () => {
 		rmSync(storage, { recursive: true, force: true });
 	});
 
-	test("actions through handles", async (t) => {
+	test("actions through handles", async () => {
 		const counter = client.counter.getOrCreate(["handles"]);
-		assert.equal(await firstCall(t, "counter", () => counter.increment()), 1);
+		assert.equal(await counter.increment(), 1);
 		assert.equal(await counter.increment(5), 6);
 		assert.equal(await counter.getCount(), 6);
 		const other = client.counter.getOrCreate(["handles-other"]);
-		assert.equal(await firstCall(t, "other counter", () => other.getCount()), 0, "keys are separate actors");
+		assert.equal(await other.getCount(), 0, "keys are separate actors");
 
 		const room = client.chatRoom.getOrCreate(["handles"]);
-		const sent = await firstCall(t, "chat room", () => room.sendMessage("ada", "hello"));
+		const sent = await room.sendMessage("ada", "hello");
 		assert.equal(sent.text, "hello");
 		assert.deepEqual(
 			(await room.getHistory()).map((m) => `${m.sender}: ${m.text}`),
@@ -176,11 +175,11 @@ describe("RivetKit example app on rivetkit-native", () => {
 		);
 	});
 
-	test("connections: actions over the socket and broadcast events", async (t) => {
+	test("connections: actions over the socket and broadcast events", async () => {
 		const counter = client.counter.getOrCreate(["events"]);
 		const room = client.chatRoom.getOrCreate(["events"]);
-		await firstCall(t, "counter", () => counter.getCount());
-		await firstCall(t, "chat room", () => room.getHistory());
+		await counter.getCount();
+		await room.getHistory();
 
 		const conn = counter.connect();
 		const alice = room.connect();
@@ -215,9 +214,9 @@ describe("RivetKit example app on rivetkit-native", () => {
 		}
 	});
 
-	test("state survives sleep and wake", async (t) => {
+	test("state survives sleep and wake", async () => {
 		const counter = client.counter.getOrCreate(["sleepy"]);
-		assert.equal(await firstCall(t, "counter", () => counter.increment(7)), 7);
+		assert.equal(await counter.increment(7), 7);
 		const from = app.out.length;
 		await counter.goToSleep();
 		const slept = await waitForLine(app, /counter sleepy going to sleep/, { from });
@@ -225,9 +224,9 @@ describe("RivetKit example app on rivetkit-native", () => {
 		await waitForLine(app, /counter sleepy awake \(count 7\)/, { from: slept, what: "the wake with count 7" });
 	});
 
-	test("c.kv: a reminder fired by hand is logged in KV", async (t) => {
+	test("c.kv: a reminder fired by hand is logged in KV", async () => {
 		const reminders = client.reminders.getOrCreate(["kv"]);
-		await firstCall(t, "reminders", () => reminders.fire("water the plants"));
+		await reminders.fire("water the plants");
 		await reminders.fire("call mum");
 		assert.deepEqual(await reminders.getFired(), {
 			count: 2,
@@ -236,9 +235,9 @@ describe("RivetKit example app on rivetkit-native", () => {
 		});
 	});
 
-	test("c.schedule: an alarm wakes a sleeping actor and fires", async (t) => {
+	test("c.schedule: an alarm wakes a sleeping actor and fires", async () => {
 		const reminders = client.reminders.getOrCreate(["alarm"]);
-		assert.deepEqual(await firstCall(t, "reminders", () => reminders.getFired()), { count: 0, last: null, log: [] });
+		assert.deepEqual(await reminders.getFired(), { count: 0, last: null, log: [] });
 		const from = app.out.length;
 		const id = await reminders.remindIn(4_000, "stretch");
 		assert.equal(typeof id, "string");
@@ -250,9 +249,9 @@ describe("RivetKit example app on rivetkit-native", () => {
 		assert.deepEqual(await reminders.getFired(), { count: 1, last: "stretch", log: ["stretch"] });
 	});
 
-	test("raw onRequest: the client's fetch and a plain gateway request", async (t) => {
+	test("raw onRequest: the client's fetch and a plain gateway request", async () => {
 		const echo = client.echo.getOrCreate(["http"]);
-		const res = await firstCall(t, "echo", () => rawFetch(echo, "/greet?name=ada", { method: "POST", body: "hello" }));
+		const res = await rawFetch(echo, "/greet?name=ada", { method: "POST", body: "hello" });
 		assert.equal(res.status, 200);
 		assert.deepEqual(await res.json(), {
 			actor: "http",
@@ -271,9 +270,9 @@ describe("RivetKit example app on rivetkit-native", () => {
 		assert.equal(body.body, null);
 	});
 
-	test("raw onWebSocket: greets and echoes", async (t) => {
+	test("raw onWebSocket: greets and echoes", async () => {
 		const echo = client.echo.getOrCreate(["socket"]);
-		await firstCall(t, "echo", () => rawFetch(echo, "/"));
+		await rawFetch(echo, "/");
 		const ws = await echo.webSocket("/chat");
 		const received = [];
 		ws.addEventListener("message", (event) => received.push(String(event.data)));
@@ -289,9 +288,9 @@ describe("RivetKit example app on rivetkit-native", () => {
 		}
 	});
 
-	test("Ctrl-C: RivetKit drains, the process ends, and the state is there on the next start", async (t) => {
+	test("Ctrl-C: RivetKit drains, the process ends, and the state is there on the next start", async () => {
 		const counter = client.counter.getOrCreate(["persisted"]);
-		assert.equal(await firstCall(t, "counter", () => counter.increment(42)), 42);
+		assert.equal(await counter.increment(42), 42);
 
 		assertInterrupted(app, await interrupt(app));
 		assert.match(app.out, /counter persisted going to sleep/, "the drain put the actor to sleep");
@@ -314,7 +313,7 @@ describe("RivetKit example app on rivetkit-native", () => {
 		assert.deepEqual(names(/^(\w+ \S+) going to sleep/gm), woke, "every actor that woke went to sleep");
 	});
 
-	test("a refused feature gives the client a structured error; the actor keeps serving", async (t) => {
+	test("a refused feature gives the client a structured error; the actor keeps serving", async () => {
 		// test/unsupported-server.mjs: the same actors plus `jobs`, whose
 		// `enqueue` uses the actor runtime socket without enabling it
 		// (`actor_runtime_socket.not_enabled`). Its own pool:
@@ -330,7 +329,7 @@ describe("RivetKit example app on rivetkit-native", () => {
 		await appReady(app, "the fixture app");
 		const fixture = createClient({ endpoint, poolName: FIXTURE_POOL });
 		const jobs = fixture.jobs.getOrCreate(["unsupported"]);
-		assert.equal(await firstCall(t, "jobs", () => jobs.ping()), "pong (0 submitted)");
+		assert.equal(await jobs.ping(), "pong (0 submitted)");
 
 		const isRefused = (err) => {
 			assert.equal(err.group, "actor_runtime_socket");

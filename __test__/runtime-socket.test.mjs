@@ -34,23 +34,6 @@ describe("the actor runtime socket in a RivetKit 2.3.19 app", () => {
 			if (!re.test(app.out.slice(from))) throw new Error(`the app exited while waiting for ${re}:\n${app.out}`);
 		});
 
-	/**
-	 * The first call to an actor that does not exist yet: engine 2.3.19 now
-	 * and then never hands a new actor to the pool's host and the gateway
-	 * answers `route_resolve_query_timeout` (see sqlite.test.mjs). That one
-	 * engine error is retried, visibly, at most twice.
-	 */
-	async function firstCall(t, call) {
-		for (let attempt = 1; ; attempt++) {
-			try {
-				return await call();
-			} catch (err) {
-				if (err?.code !== "route_resolve_query_timeout" || attempt === 3) throw err;
-				t.diagnostic(`the engine did not start the new actor (route_resolve_query_timeout); retry ${attempt}`);
-			}
-		}
-	}
-
 	const connect = async (path) => {
 		const socket = await connectRuntimeSocket(path);
 		sockets.push(socket);
@@ -101,9 +84,9 @@ describe("the actor runtime socket in a RivetKit 2.3.19 app", () => {
 		await engine?.stop();
 	});
 
-	test("another process reads and writes the actor's database; the socket closes with the generation", async (t) => {
+	test("another process reads and writes the actor's database; the socket closes with the generation", async () => {
 		const items = client.items.getOrCreate(["shared"]);
-		const path = await firstCall(t, () => items.socket());
+		const path = await items.socket();
 		assert.ok(isAbsolute(path), path);
 		assert.equal(statSync(path).mode & 0o777, 0o600, "the socket is the owner's only");
 		assert.equal(statSync(dirname(path)).mode & 0o777, 0o700, "in a private directory");
@@ -175,9 +158,9 @@ describe("the actor runtime socket in a RivetKit 2.3.19 app", () => {
 		assert.deepEqual((await db2.call({ kind: "query", sql: "SELECT COUNT(*) AS n FROM items" })).rows, [[4]]);
 	});
 
-	test("without enableActorRuntimeSocket the actor is refused with actor_runtime_socket.not_enabled", async (t) => {
+	test("without enableActorRuntimeSocket the actor is refused with actor_runtime_socket.not_enabled", async () => {
 		const plain = client.plain.getOrCreate(["off"]);
-		assert.equal(await firstCall(t, () => plain.ping()), "pong");
+		assert.equal(await plain.ping(), "pong");
 		await assert.rejects(plain.socket(), (err) => {
 			assert.equal(err.group, "actor_runtime_socket");
 			assert.equal(err.code, "not_enabled");
@@ -186,9 +169,9 @@ describe("the actor runtime socket in a RivetKit 2.3.19 app", () => {
 		assert.equal(await plain.ping(), "pong", "the actor keeps serving");
 	});
 
-	test("the host's shutdown closes the sockets and removes their files", async (t) => {
+	test("the host's shutdown closes the sockets and removes their files", async () => {
 		const items = client.items.getOrCreate(["until-shutdown"]);
-		const path = await firstCall(t, () => items.socket());
+		const path = await items.socket();
 		const db = await connect(path);
 		assert.equal((await db.hello()).ok, true);
 		// RivetKit's own handler drains, then re-raises SIGINT.

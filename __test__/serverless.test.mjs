@@ -16,7 +16,7 @@ import { after, before, describe, test } from "node:test";
 import { createClient } from "rivetkit/client";
 
 import { native } from "./helpers/actors.mjs";
-import { firstCall, freePort, interrupt, recordingProxy, startApp, waitForOutput } from "./helpers/app.mjs";
+import { freePort, interrupt, recordingProxy, startApp, waitForOutput } from "./helpers/app.mjs";
 import { findFreePorts, startEngine, upsertServerlessRunnerConfig, waitFor } from "./helpers/engine.mjs";
 
 const POOL = "serverless-app";
@@ -68,13 +68,13 @@ describe("registry.serve() in Node's http server, with a serverless runner confi
 		);
 	});
 
-	test("actions reach an actor that the engine started through /start", async (t) => {
+	test("actions reach an actor that the engine started through /start", async () => {
 		const counter = client.counter.getOrCreate(["actions"]);
-		assert.equal(await firstCall(t, "counter", () => counter.increment(2)), 2);
+		assert.equal(await counter.increment(2), 2);
 		assert.equal(await counter.increment(3), 5);
 		assert.equal(await counter.getCount(), 5);
 		const room = client.chatRoom.getOrCreate(["actions"]);
-		await firstCall(t, "chat room", () => room.sendMessage("ada", "hello"));
+		await room.sendMessage("ada", "hello");
 		assert.deepEqual(
 			(await room.getHistory()).map((m) => m.text),
 			["hello"],
@@ -86,9 +86,9 @@ describe("registry.serve() in Node's http server, with a serverless runner confi
 		}
 	});
 
-	test("the start's event stream flushes: pings arrive while the actor runs", async (t) => {
+	test("the start's event stream flushes: pings arrive while the actor runs", async () => {
 		const counter = client.counter.getOrCreate(["stream"]);
-		await firstCall(t, "counter", () => counter.getCount());
+		await counter.getCount();
 		// The actor is running, so its start request is still open; every
 		// ping the proxy saw arrived through Node's http server one by one.
 		const open = await waitFor(() => starts(proxy).find((s) => !s.ended && pings(s) >= 3), {
@@ -101,7 +101,7 @@ describe("registry.serve() in Node's http server, with a serverless runner confi
 
 	test("state survives sleep and wake; the stopped generation's stream says stopping", async (t) => {
 		const counter = client.counter.getOrCreate(["sleepy"]);
-		assert.equal(await firstCall(t, "counter", () => counter.increment(7)), 7);
+		assert.equal(await counter.increment(7), 7);
 		const before = starts(proxy).length;
 		const from = app.out.length;
 		await counter.goToSleep();
@@ -134,9 +134,9 @@ describe("registry.serve() in Node's http server, with a serverless runner confi
 		assert.ok(starts(proxy).length > before, "the wake came through a new start request");
 	});
 
-	test("events over a connection", async (t) => {
+	test("events over a connection", async () => {
 		const counter = client.counter.getOrCreate(["events"]);
-		await firstCall(t, "counter", () => counter.getCount());
+		await counter.getCount();
 		const conn = counter.connect();
 		try {
 			const counts = [];
@@ -157,7 +157,7 @@ describe("registry.serve() in Node's http server, with a serverless runner confi
 	// nor reconnect, and still carry actions and events.
 	test("a connection held past 30 s stays open and keeps working", async (t) => {
 		const counter = client.counter.getOrCreate(["held"]);
-		await firstCall(t, "counter", () => counter.getCount());
+		await counter.getCount();
 		const conn = counter.connect();
 		try {
 			const statuses = [];
@@ -179,9 +179,9 @@ describe("registry.serve() in Node's http server, with a serverless runner confi
 		}
 	});
 
-	test("bad start requests get a structured 4xx and the host keeps serving", async (t) => {
+	test("bad start requests get a structured 4xx and the host keeps serving", async () => {
 		const counter = client.counter.getOrCreate(["after-bad-starts"]);
-		assert.equal(await firstCall(t, "counter", () => counter.increment(1)), 1);
+		assert.equal(await counter.increment(1), 1);
 		const real = starts(proxy).at(-1);
 		const headers = {
 			"x-rivet-endpoint": real.headers["x-rivet-endpoint"],
@@ -226,9 +226,9 @@ describe("registry.serve() in Node's http server, with a serverless runner confi
 		assert.equal((await fetch(`${appUrl}/api/rivet/health`)).status, 200);
 	});
 
-	test("SIGINT drains the registry and the process exits by itself", async (t) => {
+	test("SIGINT drains the registry and the process exits by itself", async () => {
 		const counter = client.counter.getOrCreate(["persisted"]);
-		assert.equal(await firstCall(t, "counter", () => counter.increment(42)), 42);
+		assert.equal(await counter.increment(42), 42);
 		const from = app.out.length;
 		const exited = await interrupt(app);
 		assert.equal(exited.killed, false, `no exit within the bound after SIGINT\n${app.out.slice(from)}`);

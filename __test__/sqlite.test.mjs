@@ -266,26 +266,6 @@ describe("c.db in a RivetKit 2.3.19 app with the official client", () => {
 			if (!re.test(app.out.slice(from))) throw new Error(`the app exited while waiting for ${re}:\n${app.out}`);
 		});
 
-	/**
-	 * The first call to an actor that does not exist yet. Now and then engine
-	 * 2.3.19 never hands a new actor to the pool's host: no start command
-	 * reaches it, and the gateway answers `route_resolve_query_timeout` after
-	 * 15 s (seen with the reference addon too, see rivetkit-app.test.mjs).
-	 * With SQL actors in the pool it happens more often, sometimes twice in a
-	 * row, while the host's envoy keeps pinging. That one engine error is
-	 * retried, visibly, at most twice; anything else fails the test.
-	 */
-	async function firstCall(t, call) {
-		for (let attempt = 1; ; attempt++) {
-			try {
-				return await call();
-			} catch (err) {
-				if (err?.code !== "route_resolve_query_timeout" || attempt === 3) throw err;
-				t.diagnostic(`the engine did not start the new actor (route_resolve_query_timeout); retry ${attempt}`);
-			}
-		}
-	}
-
 	/** Calls `fn` until the actor answers (it moves to a restarted host). */
 	const untilServed = (fn) =>
 		waitFor(
@@ -318,23 +298,23 @@ describe("c.db in a RivetKit 2.3.19 app with the official client", () => {
 		await engine?.stop();
 	});
 
-	test("an actor that declares a database and never queries it starts, serves, and opens nothing", async (t) => {
+	test("an actor that declares a database and never queries it starts, serves, and opens nothing", async () => {
 		const quiet = client.quiet.getOrCreate(["never-queries"]);
-		assert.equal(await firstCall(t, () => quiet.ping()), 1);
+		assert.equal(await quiet.ping(), 1);
 		assert.equal(await quiet.ping(), 2);
 		assert.equal(sqliteWorkers(app.child.pid), 0, "no SQLite worker thread in the host");
 	});
 
-	test("db({ onMigrate }) migrates on start; raw SQL works", async (t) => {
+	test("db({ onMigrate }) migrates on start; raw SQL works", async () => {
 		const notes = client.notes.getOrCreate(["raw"]);
-		assert.equal(await firstCall(t, () => notes.add("first")), 1);
+		assert.equal(await notes.add("first"), 1);
 		assert.equal(await notes.add("second"), 2);
 		assert.deepEqual(await notes.list(), ["first", "second"]);
 	});
 
-	test("every value type round-trips", async (t) => {
+	test("every value type round-trips", async () => {
 		const notes = client.notes.getOrCreate(["values"]);
-		const { rows, exact } = await firstCall(t, () => notes.values());
+		const { rows, exact } = await notes.values();
 		assert.equal(exact, true, "an integer beyond 2^53 comes back exactly, as a bigint");
 		const v = (type, value) => ({ type, value });
 		assert.deepEqual(rows, [
@@ -370,27 +350,27 @@ describe("c.db in a RivetKit 2.3.19 app with the official client", () => {
 		]);
 	});
 
-	test("a transaction that throws rolls back; one that returns commits", async (t) => {
+	test("a transaction that throws rolls back; one that returns commits", async () => {
 		const notes = client.notes.getOrCreate(["transactions"]);
-		assert.deepEqual(await firstCall(t, () => notes.failingTransaction("never")), { error: "boom", found: 0 });
+		assert.deepEqual(await notes.failingTransaction("never"), { error: "boom", found: 0 });
 		assert.equal(await notes.transfer("a", "b"), "done");
 		// A failing statement inside the transaction takes the first insert with it.
 		await assert.rejects(notes.transfer("c", "a"));
 		assert.deepEqual(await notes.list(), ["a", "b"]);
 	});
 
-	test("a transaction with includeState commits its statements and the state together, or neither", async (t) => {
+	test("a transaction with includeState commits its statements and the state together, or neither", async () => {
 		const ledger = client.ledger.getOrCreate(["state-tx"]);
-		assert.equal(await firstCall(t, () => ledger.deposit(5)), 5);
+		assert.equal(await ledger.deposit(5), 5);
 		assert.equal(await ledger.deposit(7), 12);
 		// A plain Error reaches the client as RivetKit hides it (internal_error).
 		await assert.rejects(ledger.failingDeposit(100));
 		assert.deepEqual(await ledger.read(), { balance: 12, entries: 2, total: 12 });
 	});
 
-	test("SQL errors reach the action and the client as the reference reports them", async (t) => {
+	test("SQL errors reach the action and the client as the reference reports them", async () => {
 		const notes = client.notes.getOrCreate(["errors"]);
-		await firstCall(t, () => notes.add("taken"));
+		await notes.add("taken");
 		const duplicate = await notes.catchError("INSERT INTO notes (body) VALUES (?)", "taken");
 		assert.equal(`${duplicate.group}.${duplicate.code}`, "core.internal_error");
 		assert.match(duplicate.metadata.error, /UNIQUE constraint failed: notes\.body/);
@@ -409,9 +389,9 @@ describe("c.db in a RivetKit 2.3.19 app with the official client", () => {
 		assert.deepEqual(await notes.list(), ["taken"], "the actor keeps serving");
 	});
 
-	test("drizzle: schema queries, updates and a transaction", async (t) => {
+	test("drizzle: schema queries, updates and a transaction", async () => {
 		const todos = client.todos.getOrCreate(["drizzle"]);
-		assert.deepEqual(await firstCall(t, () => todos.add("write tests")), { id: 1, title: "write tests", done: false });
+		assert.deepEqual(await todos.add("write tests"), { id: 1, title: "write tests", done: false });
 		assert.equal(await todos.addMany(["ship", "rest"]), 2);
 		await todos.finish(1);
 		assert.deepEqual(await todos.list(), [
@@ -421,16 +401,16 @@ describe("c.db in a RivetKit 2.3.19 app with the official client", () => {
 		]);
 	});
 
-	test("data survives sleep and wake", async (t) => {
+	test("data survives sleep and wake", async () => {
 		const notes = client.notes.getOrCreate(["sleepy"]);
-		await firstCall(t, () => notes.add("before sleep"));
+		await notes.add("before sleep");
 		const from = app.out.length;
 		await notes.goToSleep();
 		await line(/notes sleepy going to sleep/, from);
 		assert.deepEqual(await notes.list(), ["before sleep"]);
 		await line(/notes sleepy awake/, from);
 		const todos = client.todos.getOrCreate(["sleepy-todos"]);
-		await firstCall(t, () => todos.add("persist"));
+		await todos.add("persist");
 		await todos.goToSleep();
 		await line(/todos sleepy-todos going to sleep/, from);
 		assert.deepEqual(await todos.list(), [{ id: 1, title: "persist", done: false }]);
@@ -440,14 +420,14 @@ describe("c.db in a RivetKit 2.3.19 app with the official client", () => {
 	// engine 2.3.19 is slow to place *new* actors in that pool (see
 	// rivetkit-app.test.mjs), so from here on only actors that exist are used.
 
-	test("a committed transaction survives a SIGKILL of the host", async (t) => {
+	test("a committed transaction survives a SIGKILL of the host", async () => {
 		const notes = client.notes.getOrCreate(["killed"]);
-		assert.equal(await firstCall(t, () => notes.transfer("acked 1", "acked 2")), "done");
+		assert.equal(await notes.transfer("acked 1", "acked 2"), "done");
 		await notes.add("acked 3");
 		const todos = client.todos.getOrCreate(["killed-todos"]);
-		assert.equal(await firstCall(t, () => todos.addMany(["acked"])), 1);
+		assert.equal(await todos.addMany(["acked"]), 1);
 		const ledger = client.ledger.getOrCreate(["killed-ledger"]);
-		assert.equal(await firstCall(t, () => ledger.deposit(3)), 3);
+		assert.equal(await ledger.deposit(3), 3);
 		assert.equal(await ledger.deposit(4), 7);
 		app.child.kill("SIGKILL");
 		await app.exit;

@@ -19,20 +19,17 @@ import { after, before, describe, test } from "node:test";
 
 import { createClient } from "rivetkit/client";
 
-import { firstCall, interrupt, startApp, waitForOutput } from "./helpers/app.mjs";
+import { interrupt, startApp, waitForOutput } from "./helpers/app.mjs";
 import { startEngine } from "./helpers/engine.mjs";
 
 const POOL = "streams";
 const MiB = 1024 * 1024;
 const UPLOAD_BYTES = Number(process.env.UPLOAD_MIB ?? 50) * MiB;
 
-/**
- * The handle of `streamer` `key`, placed: its first call retried once on
- * the engine's placement flake.
- */
-async function placed(t, client, key) {
+/** The handle of `streamer` `key`, placed by a first call. */
+async function placed(client, key) {
 	const streamer = client.streamer.getOrCreate([key]);
-	await firstCall(t, `streamer ${key}`, () => streamer.ping());
+	await streamer.ping();
 	return streamer;
 }
 
@@ -115,8 +112,8 @@ describe("streamed onRequest bodies through the gateway", () => {
 		await engine?.stop();
 	});
 
-	test("an SSE response's first event arrives before the handler wrote the rest", async (t) => {
-		const streamer = await placed(t, client, "sse");
+	test("an SSE response's first event arrives before the handler wrote the rest", async () => {
+		const streamer = await placed(client, "sse");
 		const res = await streamer.fetch("/sse");
 		assert.equal(res.status, 200);
 		assert.equal(res.headers.get("content-type"), "text/event-stream");
@@ -130,8 +127,8 @@ describe("streamed onRequest bodies through the gateway", () => {
 		assert.equal((await reader.read()).done, true);
 	});
 
-	test("a 4 MiB response streams complete and in order", async (t) => {
-		const streamer = await placed(t, client, "download");
+	test("a 4 MiB response streams complete and in order", async () => {
+		const streamer = await placed(client, "download");
 		const res = await streamer.fetch("/download?n=64");
 		assert.equal(res.status, 200);
 		const body = Buffer.from(await res.arrayBuffer());
@@ -140,7 +137,7 @@ describe("streamed onRequest bodies through the gateway", () => {
 	});
 
 	test("a 50 MiB upload is read as it arrives, without buffering it whole", async (t) => {
-		const streamer = await placed(t, client, "upload");
+		const streamer = await placed(client, "upload");
 		const actorId = await streamer.resolve();
 		const pid = app.child.pid;
 		const url = `${engine.endpoint}/gateway/${encodeURIComponent(actorId)}/request/upload`;
@@ -164,8 +161,8 @@ describe("streamed onRequest bodies through the gateway", () => {
 		assert.ok(hostAfter - hostBefore < 12 * MiB, `VmRSS grew by ${((hostAfter - hostBefore) / MiB).toFixed(1)} MiB`);
 	});
 
-	test("bodies below, at and above the 64 KiB read ahead arrive whole and in order", async (t) => {
-		const streamer = await placed(t, client, "digest");
+	test("bodies below, at and above the 64 KiB read ahead arrive whole and in order", async () => {
+		const streamer = await placed(client, "digest");
 		for (const size of [0, 5, 64 * 1024, 64 * 1024 + 1, 300 * 1024 + 7]) {
 			const body = Buffer.alloc(size);
 			for (let i = 0; i < size; i++) body[i] = (i * 31 + 7) % 251;
@@ -178,8 +175,8 @@ describe("streamed onRequest bodies through the gateway", () => {
 		}
 	});
 
-	test("a client going away cancels an endless response stream", async (t) => {
-		const streamer = await placed(t, client, "endless");
+	test("a client going away cancels an endless response stream", async () => {
+		const streamer = await placed(client, "endless");
 		const from = app.out.length;
 		const abort = new AbortController();
 		const res = await streamer.fetch("/endless", { signal: abort.signal });
@@ -190,8 +187,8 @@ describe("streamed onRequest bodies through the gateway", () => {
 		await waitForOutput(app, /streamer endless endless cancelled after \d+/, { from });
 	});
 
-	test("a response stream that errors aborts the body the client reads", async (t) => {
-		const streamer = await placed(t, client, "fail");
+	test("a response stream that errors aborts the body the client reads", async () => {
+		const streamer = await placed(client, "fail");
 		const res = await streamer.fetch("/fail");
 		assert.equal(res.status, 200);
 		const reader = res.body.getReader();

@@ -14,7 +14,7 @@ import { after, before, describe, test } from "node:test";
 
 import { createClient } from "rivetkit/client";
 
-import { firstCall, interrupt, startApp, waitForOutput } from "./helpers/app.mjs";
+import { interrupt, startApp, waitForOutput } from "./helpers/app.mjs";
 import { startEngine, waitFor } from "./helpers/engine.mjs";
 
 const POOL = "workflows";
@@ -52,10 +52,10 @@ describe("workflows on a RivetKit app", () => {
 		await engine?.stop();
 	});
 
-	test("a workflow with a sleep and a queue wait completes", async (t) => {
+	test("a workflow with a sleep and a queue wait completes", async () => {
 		const app = await start();
 		const flow = client.flow.getOrCreate(["plain"]);
-		await firstCall(t, "flow", () => flow.status());
+		await flow.status();
 		await waitForOutput(app, /flow plain step two/);
 		await flow.send("go", { hello: "world" });
 		await waitForOutput(app, /flow plain step three/);
@@ -69,10 +69,10 @@ describe("workflows on a RivetKit app", () => {
 		await interrupt(app);
 	});
 
-	test("after a SIGKILL of the host mid-workflow, completed steps do not run again", async (t) => {
+	test("after a SIGKILL of the host mid-workflow, completed steps do not run again", async () => {
 		let app = await start();
 		const flow = client.flow.getOrCreate(["killed"]);
-		await firstCall(t, "flow", () => flow.status());
+		await flow.status();
 		// Step one is flushed before the sleep; step two has just run.
 		await waitForOutput(app, /flow killed step two/);
 		app.child.kill("SIGKILL");

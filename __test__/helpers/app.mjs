@@ -78,24 +78,6 @@ export async function interrupt(app, { signal = "SIGINT", boundMs = 20_000 } = {
 	return { ...app.exited, killed };
 }
 
-const RESOLVE_TIMEOUT = "route_resolve_query_timeout";
-
-/**
- * The first call to an actor that does not exist yet. Engine 2.3.19 now and
- * then never places a new actor (the gateway answers
- * `route_resolve_query_timeout` after 15 s); that one error is retried
- * once, visibly (`t.diagnostic`); anything else is thrown.
- */
-export async function firstCall(t, what, call) {
-	try {
-		return await call();
-	} catch (err) {
-		if (err?.code !== RESOLVE_TIMEOUT) throw err;
-		t.diagnostic(`${what}: the engine did not place the new actor (${RESOLVE_TIMEOUT}); retrying once`);
-		return await call();
-	}
-}
-
 /** An assertion for `assert.rejects`: the error is `group.code`. */
 export const isError = (group, code) => (err) => {
 	if (`${err.group}.${err.code}` !== `${group}.${code}`) {
