@@ -209,9 +209,15 @@ impl RegistryState {
 
     /// `(status code, status)` of `health()`.
     pub(crate) fn health(&self) -> (u32, &'static str) {
-        let runtime = self.lock().runtime.clone();
+        let (runtime, state) = {
+            let inner = self.lock();
+            (inner.runtime.clone(), inner.state)
+        };
         match runtime {
             Some(runtime) => super::serverless_runtime::health_status(&runtime),
+            // Shut down while the first serverless call built the runtime:
+            // none was stored, and the envoy phase never left `NotStarted`.
+            None if state == State::ServerlessShutDown => (503, "shut_down"),
             None => health_status(&self.phase.borrow()),
         }
     }
@@ -299,5 +305,26 @@ pub(crate) fn health_status(phase: &Phase) -> (u32, &'static str) {
         Phase::Ready(_) => (503, "engine_ping_stale"),
         Phase::Failed(_) | Phase::ShutDown => (503, "shut_down"),
         Phase::ShuttingDown => (503, "shutting_down"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The state a shutdown leaves when it comes while the first
+    /// serverless call builds the runtime: the actor types taken, no
+    /// runtime stored.
+    #[test]
+    fn a_shutdown_during_the_first_serverless_build_reads_shut_down() {
+        let state = RegistryState::new();
+        {
+            let mut inner = state.lock();
+            state.apply(&mut inner, Event::ServerlessCall).unwrap();
+            inner.actors.take();
+        }
+        assert_eq!(state.health(), (503, "not_started"));
+        state.shutdown();
+        assert_eq!(state.health(), (503, "shut_down"));
     }
 }
