@@ -97,21 +97,6 @@ function assertInterrupted(app, exited) {
 	);
 }
 
-const RESOLVE_TIMEOUT = "route_resolve_query_timeout";
-
-/** `handle.fetch` answers the engine's error as a response: throw it instead. */
-async function rawFetch(handle, path, init) {
-	const res = await handle.fetch(path, init);
-	if (res.status === 504) {
-		const body = await res
-			.clone()
-			.json()
-			.catch(() => null);
-		if (body?.code === RESOLVE_TIMEOUT) throw Object.assign(new Error(body.message), { code: body.code });
-	}
-	return res;
-}
-
 describe("RivetKit example app on rivetkit-native", () => {
 	let endpoint;
 	let port;
@@ -251,7 +236,7 @@ describe("RivetKit example app on rivetkit-native", () => {
 
 	test("raw onRequest: the client's fetch and a plain gateway request", async () => {
 		const echo = client.echo.getOrCreate(["http"]);
-		const res = await rawFetch(echo, "/greet?name=ada", { method: "POST", body: "hello" });
+		const res = await echo.fetch("/greet?name=ada", { method: "POST", body: "hello" });
 		assert.equal(res.status, 200);
 		assert.deepEqual(await res.json(), {
 			actor: "http",
@@ -272,7 +257,7 @@ describe("RivetKit example app on rivetkit-native", () => {
 
 	test("raw onWebSocket: greets and echoes", async () => {
 		const echo = client.echo.getOrCreate(["socket"]);
-		await rawFetch(echo, "/");
+		await echo.fetch("/");
 		const ws = await echo.webSocket("/chat");
 		const received = [];
 		ws.addEventListener("message", (event) => received.push(String(event.data)));

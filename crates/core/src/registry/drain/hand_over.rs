@@ -217,7 +217,7 @@ async fn engine_took_the_sleeps(envoy: &EnvoyHandle, dispatcher: &Dispatcher, he
     let waited = tokio::time::timeout(ENGINE_SLEEP_WAIT, async {
         let start = Instant::now();
         let mut next_report = start + PROGRESS_REPORT_INTERVAL;
-        let mut reasks = Reasker::new(start + STALL_NUDGE_AFTER - REASK_AFTER);
+        let mut reasks = Reasker::new(start);
         let (mut last_awaiting, mut moved_at, mut next_nudge) = (usize::MAX, start, start);
         loop {
             // The envoy counts every generation the engine has not stopped,
