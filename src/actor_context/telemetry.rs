@@ -5,7 +5,9 @@
 use napi_derive::napi;
 
 use super::handle::ActorContext;
-use crate::classes::telemetry::{JsActorInvocationTraceContext, OutboundCall, SpanContext, TracedSpan};
+use rivetkit_native_core::telemetry::{open, Kind};
+
+use crate::classes::telemetry::{span_to_js, JsActorInvocationTraceContext, OutboundCall, SpanContext, TracedSpan};
 
 /// `ActorContext`'s tracing calls.
 #[napi]
@@ -28,14 +30,14 @@ impl ActorContext {
         if self.app_span.is_none() && ray_id.is_none() {
             return None;
         }
-        Some(JsActorInvocationTraceContext { ray_id, span: self.app_span.as_ref().map(SpanContext::to_js) })
+        Some(JsActorInvocationTraceContext { ray_id, span: self.app_span.as_ref().map(span_to_js) })
     }
 
     /// Opens the `actor.call` span of one call to `actionName` on an actor
     /// named `actorName`.
     #[napi(ts_args_type = "actorName: string, actionName: string", ts_return_type = "OutboundCall | null")]
     pub fn start_call_span(&self, actor_name: String, action_name: String) -> Option<OutboundCall> {
-        let context = SpanContext::child_of(self.app_span.as_ref());
+        let context = open(self.app_span.as_ref());
         let span = tracing::info_span!(
             "actor.call",
             actor_id = %self.inner.actor_id(),
@@ -45,6 +47,10 @@ impl ActorContext {
             span_id = %context.span_id,
             parent_span_id = self.app_span.as_ref().map(|p| p.span_id.as_str()),
         );
-        Some(OutboundCall { span: TracedSpan::new(context, span) })
+        let name = format!("{actor_name}/{action_name}");
+        let mut call = TracedSpan::new(context, self.app_span.as_ref(), name, Kind::Client, span);
+        call.set("rivet.actor.name", actor_name);
+        call.set("rivet.action.name", action_name);
+        Some(OutboundCall { span: call })
     }
 }

@@ -12,7 +12,9 @@ use rivetkit_native_core::actor::ActorContext as CoreContext;
 use super::handle::ActorContext;
 use crate::bridge::error::{reject, spawn_promise};
 use crate::bridge::types::args;
-use crate::classes::telemetry::{SpanContext, TracedSpan};
+use rivetkit_native_core::telemetry::{open, Kind};
+
+use crate::classes::telemetry::TracedSpan;
 use rivetkit_native_core::actor::workflow;
 
 #[napi(object)]
@@ -78,7 +80,7 @@ impl ActorContext {
     /// under this handle's application span (a new trace without one).
     #[napi(ts_return_type = "Promise<WorkflowSpan>")]
     pub fn start_workflow_span<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, WorkflowSpan>> {
-        let context = SpanContext::child_of(self.app_span.as_ref());
+        let context = open(self.app_span.as_ref());
         let span = tracing::info_span!(
             "actor.workflow",
             actor_id = %self.inner.actor_id(),
@@ -86,7 +88,9 @@ impl ActorContext {
             span_id = %context.span_id,
             parent_span_id = self.app_span.as_ref().map(|p| p.span_id.as_str()),
         );
-        let workflow = WorkflowSpan { ctx: self.inner.clone(), span: TracedSpan::new(context, span) };
+        let name = format!("{}/workflow", self.inner.name());
+        let span = TracedSpan::new(context, self.app_span.as_ref(), name, Kind::Internal, span);
+        let workflow = WorkflowSpan { ctx: self.inner.clone(), span };
         spawn_promise(env, async move { Ok(workflow) })
     }
 
@@ -97,7 +101,7 @@ impl ActorContext {
         if !self.in_workflow {
             return None;
         }
-        let context = SpanContext::child_of(self.app_span.as_ref());
+        let context = open(self.app_span.as_ref());
         let span = tracing::info_span!(
             "actor.workflow.step",
             actor_id = %self.inner.actor_id(),
@@ -107,7 +111,10 @@ impl ActorContext {
             span_id = %context.span_id,
             parent_span_id = self.app_span.as_ref().map(|p| p.span_id.as_str()),
         );
-        Some(WorkflowStepSpan { ctx: self.inner.clone(), span: TracedSpan::new(context, span) })
+        let name = format!("{}/{step_name}", self.inner.name());
+        let mut step = TracedSpan::new(context, self.app_span.as_ref(), name, Kind::Internal, span);
+        step.set("rivet.workflow.step.name", step_name);
+        Some(WorkflowStepSpan { ctx: self.inner.clone(), span: step })
     }
 
     /// Commits the workflow engine's rows and the actor state together

@@ -26,8 +26,9 @@ use crate::bridge::types::{Checked, JsBytes, JsHttpRequest, JsHttpResponse};
 use crate::classes::body_stream::{HttpRequestBodyStream, HttpResponseBodyStream, JsStreamedHttpRequest};
 use crate::classes::cancellation_token::CancellationToken;
 use crate::classes::conn::ConnHandle;
-use crate::classes::telemetry::InvocationRay;
+use crate::classes::telemetry::{InvocationRay, SpanContext};
 use crate::classes::websocket::WebSocket;
+use rivetkit_native_core::telemetry::{self, Actor, Invocation, Subject};
 
 type VoidHook<P> = Option<JsCallback<P, Ignored>>;
 
@@ -44,11 +45,38 @@ fn js_ctx(ctx: &CoreContext) -> ActorContext {
     ActorContext::from(ctx.clone())
 }
 
-/// The handle given to one invocation, carrying its caller's ray ID.
-fn js_invocation_ctx(ctx: &CoreContext, ray_id: Option<String>) -> ActorContext {
+/// The handle given to one invocation and the invocation's span: the
+/// handle carries its caller's ray ID and acts under the span (when spans
+/// are exported; docs/telemetry.md).
+fn invoke(
+    ctx: &CoreContext,
+    subject: Subject<'_>,
+    ray_id: Option<String>,
+    parent: Option<&SpanContext>,
+) -> (ActorContext, Option<Invocation>) {
+    // Without export, an invocation costs nothing here (not even its key's text).
+    let invocation = telemetry::export::exporter().and_then(|_| {
+        let key = ctx.key().format();
+        let actor = Actor { id: ctx.actor_id(), name: ctx.name(), key: &key };
+        Invocation::start(actor, ctx.tracing(), subject, ray_id.as_deref(), parent)
+    });
     let mut handle = ActorContext::from(ctx.clone());
     handle.ray = InvocationRay::of(ray_id);
-    handle
+    handle.app_span = invocation.as_ref().map(|i| i.context().clone());
+    (handle, invocation)
+}
+
+/// The span's error text: `group.code: message`.
+fn span_error(err: &anyhow::Error) -> String {
+    let err = rivetkit_native_core::RivetError::extract(err);
+    format!("{}: {}", err.qualified_code(), err.message)
+}
+
+/// Ends `invocation` with the outcome of its work.
+fn finish<T>(invocation: Option<Invocation>, result: &anyhow::Result<T>) {
+    if let Some(invocation) = invocation {
+        invocation.finish(result.as_ref().err().map(span_error).as_deref());
+    }
 }
 
 impl JsHooks {
@@ -64,14 +92,23 @@ impl JsHooks {
         cancel: CoreToken,
     ) -> Option<BoxFuture<'static, anyhow::Result<Vec<u8>>>> {
         let hook = self.actions.get(name)?.clone();
+        let ray_id = conn.and_then(|c| c.ray_id()).map(str::to_owned);
+        let (handle, invocation) = invoke(ctx, Subject::Action(name), ray_id, conn.and_then(Conn::trace_parent));
         let payload = ActionPayload {
-            ctx: js_invocation_ctx(ctx, conn.and_then(|c| c.ray_id()).map(str::to_owned)),
+            ctx: handle,
             conn: conn.map(|c| ConnHandle::new(ctx, c)),
             args: JsBytes(args),
             scheduled_fire: fire.map(Into::into),
             cancel_token: CancellationToken::from_inner(cancel),
         };
-        Some(async move { Ok(hook.call(payload).await?.0) }.boxed())
+        Some(
+            async move {
+                let result = hook.call(payload).await.map(|bytes| bytes.0);
+                finish(invocation, &result);
+                result
+            }
+            .boxed(),
+        )
     }
 }
 
@@ -251,8 +288,10 @@ impl ActorHooks for JsHooks {
         cancel: CoreToken,
     ) -> Option<BoxFuture<'static, anyhow::Result<QueueSendResult>>> {
         let hook = self.on_queue_send.clone()?;
+        let subject = Subject::QueueSend { queue: &send.name };
+        let (handle, invocation) = invoke(ctx, subject, conn.ray_id().map(str::to_owned), conn.trace_parent());
         let payload = QueueSendPayload {
-            ctx: js_invocation_ctx(ctx, conn.ray_id().map(str::to_owned)),
+            ctx: handle,
             conn: ConnHandle::new(ctx, conn),
             request: js_request(request),
             name: send.name,
@@ -263,14 +302,19 @@ impl ActorHooks for JsHooks {
         };
         Some(
             async move {
-                let Checked(result) = hook.call(payload).await?;
-                let status = QueueSendStatus::parse(&result.status).ok_or_else(|| {
-                    crate::bridge::error::invalid_return(
-                        "onQueueSend",
-                        &format!("status `{}` is not \"completed\" or \"timedOut\"", result.status),
-                    )
-                })?;
-                Ok(QueueSendResult { status, response: result.response.map(|b| b.to_vec()) })
+                let result = async {
+                    let Checked(result) = hook.call(payload).await?;
+                    let status = QueueSendStatus::parse(&result.status).ok_or_else(|| {
+                        crate::bridge::error::invalid_return(
+                            "onQueueSend",
+                            &format!("status `{}` is not \"completed\" or \"timedOut\"", result.status),
+                        )
+                    })?;
+                    Ok(QueueSendResult { status, response: result.response.map(|b| b.to_vec()) })
+                }
+                .await;
+                finish(invocation, &result);
+                result
             }
             .boxed(),
         )
@@ -283,8 +327,11 @@ impl ActorHooks for JsHooks {
         cancel: CoreToken,
     ) -> Option<BoxFuture<'static, anyhow::Result<HttpResponse>>> {
         let hook = self.on_request.clone()?;
+        let parent = SpanContext::from_headers(&request.headers);
+        let subject = Subject::Request { method: &request.method };
+        let (handle, invocation) = invoke(ctx, subject, request.ray_id(), parent.as_ref());
         let payload = RequestPayload {
-            ctx: js_invocation_ctx(ctx, request.ray_id()),
+            ctx: handle,
             response_body_stream: request.response_body.clone().map(|writer| HttpResponseBodyStream { writer }),
             request: JsStreamedHttpRequest {
                 body_stream: request.body_stream.clone().map(|reader| HttpRequestBodyStream { reader }),
@@ -297,8 +344,15 @@ impl ActorHooks for JsHooks {
         };
         Some(
             async move {
-                let Checked(response) = hook.call(payload).await?;
-                into_core_response(response)
+                let result = async {
+                    let Checked(response) = hook.call(payload).await?;
+                    into_core_response(response)
+                }
+                .await;
+                if let Some(invocation) = invocation {
+                    invocation.finish_request(result.as_ref().map(|r| r.status).map_err(span_error));
+                }
+                result
             }
             .boxed(),
         )

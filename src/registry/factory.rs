@@ -1,12 +1,14 @@
 //! `NapiActorFactory(callbacks, config)`: one actor type, as JavaScript
 //! registers it.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use napi::bindgen_prelude::{Object, Unknown};
 use napi_derive::napi;
 use rivetkit_native_core::actor::{ActorConfig, ActorFactory, InspectorTab, OutputGate};
+use rivetkit_native_core::telemetry::ActorTracing;
 
 use crate::bridge::error::{throw, to_js_error};
 use crate::bridge::types::args;
@@ -67,6 +69,23 @@ pub struct JsActorConfig {
     /// Listed in the inspector's `Init` (the tabs' assets are served by
     /// RivetKit's runtime, not here).
     pub inspector_tabs: Option<Vec<JsInspectorTabEntry>>,
+    /// Trace sample rates of this actor's invocations when spans are
+    /// exported (docs/telemetry.md; not in RivetKit 2.3.19's actor
+    /// options).
+    pub tracing: Option<JsActorTracingConfig>,
+}
+
+/// An actor's trace sample rates, each from 0 to 1. A rate lowers what
+/// is recorded and never raises it.
+#[napi(object)]
+#[derive(Default)]
+pub struct JsActorTracingConfig {
+    /// The rate of every invocation of the actor; without it, the process
+    /// rule (`OTEL_TRACES_SAMPLER`) decides.
+    pub sampler: Option<f64>,
+    /// Rates of the actions named, over `sampler`. Each name must be one
+    /// of `actions` when the config lists them.
+    pub actions: Option<HashMap<String, f64>>,
 }
 
 /// An inspector tab: a custom one, or a built-in one hidden.
@@ -126,6 +145,12 @@ impl JsActorConfig {
             ms(field, value, Duration::ZERO)?;
         }
         let action_timeout = ms("actionTimeoutMs", self.action_timeout_ms, d.action_timeout)?;
+        let actions: Vec<String> = self.actions.unwrap_or_default().into_iter().map(|a| a.name).collect();
+        let tracing = self.tracing.unwrap_or_default();
+        let tracing = ActorTracing { sampler: tracing.sampler, actions: tracing.actions.unwrap_or_default() };
+        tracing.validate(&actions).map_err(|(field, reason)| {
+            rivetkit_native_core::error::validate::invalid(&format!("config.{field}"), reason)
+        })?;
         Ok(ActorConfig {
             name: self.name,
             icon: self.icon,
@@ -183,7 +208,8 @@ impl JsActorConfig {
             max_queue_message_size: size("maxQueueMessageSize", self.max_queue_message_size, d.max_queue_message_size)?,
             has_state: self.has_state.unwrap_or(d.has_state),
             has_database: self.has_database.unwrap_or(d.has_database),
-            actions: self.actions.unwrap_or_default().into_iter().map(|a| a.name).collect(),
+            actions,
+            tracing: Arc::new(tracing),
             inspector_tabs: self
                 .inspector_tabs
                 .unwrap_or_default()

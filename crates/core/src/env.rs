@@ -63,6 +63,17 @@ vars! {
     RIVETKIT_SQLITE_OPT_VFS_PAGE_CACHE_MODE: "the page store client's own cache (the addon sets it to off at load)";
     RIVETKIT_SQLITE_OPT_READ_AHEAD_MODE: "the page store client's read-ahead (the addon sets it to off at load)";
     RIVET_ACTOR_RUNTIME_SOCKET_MAX_FRAME_BYTES: "largest runtime-socket frame";
+    OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: "where spans go (docs/telemetry.md)";
+    OTEL_EXPORTER_OTLP_ENDPOINT: "where spans go, with /v1/traces added";
+    OTEL_EXPORTER_OTLP_TRACES_HEADERS: "headers of span export (key=value,...)";
+    OTEL_EXPORTER_OTLP_HEADERS: "headers of span export (second)";
+    OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: "span export protocol: http/json (http/protobuf sends JSON too)";
+    OTEL_EXPORTER_OTLP_PROTOCOL: "span export protocol (second)";
+    OTEL_SDK_DISABLED: "true turns span export off";
+    OTEL_TRACES_EXPORTER: "none turns span export off";
+    OTEL_TRACES_SAMPLER: "the process's sampling rule";
+    OTEL_TRACES_SAMPLER_ARG: "its ratio";
+    OTEL_SERVICE_NAME: "service.name of exported spans";
     /// Test-only: the inspector token every actor gets (docs/inspector.md).
     _RIVET_TEST_INSPECTOR_TOKEN: "test-only inspector token";
 }

@@ -17,6 +17,7 @@
 //! - [`serverless`]: the serverless routes (`/start` and its event stream);
 //! - [`listener`]: the native HTTP listener in front of them;
 //! - [`inspector`]: the inspector's token and counters;
+//! - [`telemetry`]: invocation spans, their sampling and OTLP export;
 //! - [`env`]: every environment variable we read.
 
 pub mod actor;
@@ -33,6 +34,7 @@ pub mod registry;
 pub mod routing;
 pub mod serverless;
 pub mod sqlite;
+pub mod telemetry;
 
 pub use error::{ActorSpecifier, RivetError};
 

@@ -55,6 +55,8 @@ pub struct ActorConfig {
     /// Whether answers wait for the save of what they changed
     /// (docs/durability.md); on by default.
     pub output_gate: OutputGate,
+    /// Trace sample rates (the `tracing` block; docs/telemetry.md).
+    pub tracing: std::sync::Arc<crate::telemetry::ActorTracing>,
 }
 
 /// One entry of the inspector's tab list: a custom tab (`label` set), or a
@@ -101,6 +103,7 @@ impl Default for ActorConfig {
             inspector_tabs: Vec::new(),
             enable_actor_runtime_socket: false,
             output_gate: OutputGate::On,
+            tracing: std::sync::Arc::default(),
         }
     }
 }

@@ -53,6 +53,9 @@ struct Inner {
     /// The ray ID of the request that opened it (`x-rivet-ray-id`): the
     /// invocations on it report it to JavaScript.
     ray_id: std::sync::OnceLock<String>,
+    /// The caller's span (`traceparent`) in the request that opened it:
+    /// the invocations on it are its children (docs/telemetry.md).
+    trace_parent: std::sync::OnceLock<crate::telemetry::SpanContext>,
 }
 
 impl Conn {
@@ -72,6 +75,7 @@ impl Conn {
             hibernation: hibernation.map(Mutex::new),
             dirty: std::sync::atomic::AtomicBool::new(hibernatable),
             ray_id: std::sync::OnceLock::new(),
+            trace_parent: std::sync::OnceLock::new(),
         }))
     }
 
@@ -153,6 +157,17 @@ impl Conn {
     }
     pub fn ray_id(&self) -> Option<&str> {
         self.0.ray_id.get().map(String::as_str)
+    }
+    /// Notes the caller of the request that opened it, from that
+    /// request's headers: its ray ID and its span.
+    pub fn note_caller(&self, headers: &HashMap<String, String>) {
+        self.set_ray_id(crate::actor::request::ray_id_of(headers));
+        if let Some(parent) = crate::telemetry::SpanContext::from_headers(headers) {
+            let _ = self.0.trace_parent.set(parent);
+        }
+    }
+    pub fn trace_parent(&self) -> Option<&crate::telemetry::SpanContext> {
+        self.0.trace_parent.get()
     }
     pub fn params(&self) -> &[u8] {
         &self.0.params

@@ -72,6 +72,8 @@ struct Inner {
     outbox: Outbox,
     inspector: ActorInspector,
     database: Database,
+    /// The actor type's trace sample rates (docs/telemetry.md).
+    tracing: Arc<crate::telemetry::ActorTracing>,
 }
 
 /// Identity of a generation, as the engine gives it on start.
@@ -111,6 +113,7 @@ impl ActorContext {
             outbox: Outbox::new(config.output_gate == OutputGate::On && config.has_state),
             inspector: ActorInspector::default(),
             database: Database::new(config.enable_actor_runtime_socket),
+            tracing: config.tracing.clone(),
         }));
         (ctx, inbox)
     }
@@ -128,6 +131,10 @@ impl ActorContext {
     }
     pub fn key(&self) -> &ActorKey {
         &self.0.identity.key
+    }
+    /// The actor type's trace sample rates.
+    pub fn tracing(&self) -> &crate::telemetry::ActorTracing {
+        &self.0.tracing
     }
     pub fn region(&self) -> &str {
         &self.0.identity.region

@@ -289,7 +289,7 @@ fn http_action(
     Box::pin(async move {
         let Action { name, args, slot } = action;
         let conn = crate::actor::Conn::new(crate::actor::conn::new_id(), params, None, None);
-        conn.set_ray_id(request.ray_id());
+        conn.note_caller(&request.headers);
         connect_hooks(ctx.clone(), factory.clone(), conn.clone(), Some(request)).await?;
         // The wait for a slot counts toward the action's timeout.
         let run =
@@ -322,7 +322,7 @@ fn queue_send(
 ) -> BoxFuture<'static, anyhow::Result<crate::actor::queue::QueueSendResult>> {
     Box::pin(async move {
         let conn = crate::actor::Conn::new(crate::actor::conn::new_id(), params, None, None);
-        conn.set_ray_id(request.ray_id());
+        conn.note_caller(&request.headers);
         connect_hooks(ctx.clone(), factory.clone(), conn.clone(), Some(request.clone())).await?;
         let result = match factory.hooks.on_queue_send(&ctx, &conn, request, send, cancel) {
             Some(fut) => tokio::time::timeout(factory.config.on_request_timeout, fut)

@@ -79,7 +79,7 @@ pub(super) async fn open(
         headers: headers_lower.clone(),
     });
     let conn = Conn::new(conn::new_id(), params, Some(transport.clone() as Arc<dyn ConnTransport>), hibernation);
-    conn.set_ray_id(crate::actor::request::ray_id_of(&headers_lower));
+    conn.note_caller(&headers_lower);
     let request =
         HttpRequest { method: "GET".into(), uri: path, headers: headers_lower, body: Vec::new(), ..Default::default() };
 

@@ -73,7 +73,7 @@ pub(super) async fn open(
     let ws = RawWebSocket::new();
     ws.set_gate(handle.context().downgrade());
     let conn = Conn::new(conn::new_id(), params, Some(Arc::new(ws.clone()) as Arc<dyn ConnTransport>), hibernation);
-    conn.set_ray_id(request.ray_id());
+    conn.note_caller(&request.headers);
     if let Err(err) = handle.connect(conn.clone(), Some(request.clone())).await {
         let e = RivetError::extract(&err);
         tracing::debug!(error = %e, "raw websocket connection refused");
