@@ -732,6 +732,12 @@ export interface JsActorConfig {
   outputGate?: boolean
   hasState?: boolean
   canHibernateWebsocket?: boolean
+  /**
+   * Whether actor-connect (`/connect`) sockets may stay open while the
+   * actor sleeps (default true, RivetKit 2.3.19's rule; not in RivetKit
+   * 2.3.19's actor options, which never set it).
+   */
+  canHibernateConnect?: boolean
   stateSaveIntervalMs?: number
   createStateTimeoutMs?: number
   onCreateTimeoutMs?: number

@@ -143,7 +143,7 @@ describe("hibernatable connections", () => {
 
 	before(async () => {
 		engine = await startEngine();
-		const room = new native.NapiActorFactory({
+		const callbacks = {
 			createState: async () => cborEncode({}),
 			onWake: async (_e, { ctx }) => wakes.push(ctx.generation()),
 			onSleep: async (_e, { ctx }) => sleeps.push(ctx.generation()),
@@ -161,8 +161,11 @@ describe("hibernatable connections", () => {
 					return cborEncode(true);
 				},
 			},
-		});
-		host = await serveActors(engine, { room });
+		};
+		const room = new native.NapiActorFactory(callbacks);
+		// The same actor, its actor-connect sockets not allowed to hibernate.
+		const wakeful = new native.NapiActorFactory(callbacks, { canHibernateConnect: false });
+		host = await serveActors(engine, { room, wakeful });
 	});
 
 	after(async () => {
@@ -191,4 +194,14 @@ describe("hibernatable connections", () => {
 			}
 		});
 	}
+
+	test("canHibernateConnect: false: the connection is not hibernatable", async () => {
+		const client = officialClient(engine, host.pool, "json");
+		const conn = client.wakeful.getOrCreate(["awake"]).connect();
+		try {
+			assert.deepEqual(await conn.visit(), { seen: 1, hibernatable: false });
+		} finally {
+			await conn.dispose();
+		}
+	});
 });

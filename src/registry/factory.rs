@@ -38,6 +38,10 @@ pub struct JsActorConfig {
     pub output_gate: Option<bool>,
     pub has_state: Option<bool>,
     pub can_hibernate_websocket: Option<bool>,
+    /// Whether actor-connect (`/connect`) sockets may stay open while the
+    /// actor sleeps (default true, RivetKit 2.3.19's rule; not in RivetKit
+    /// 2.3.19's actor options, which never set it).
+    pub can_hibernate_connect: Option<bool>,
     pub state_save_interval_ms: Option<f64>,
     pub create_state_timeout_ms: Option<f64>,
     pub on_create_timeout_ms: Option<f64>,
@@ -155,6 +159,7 @@ impl JsActorConfig {
             name: self.name,
             icon: self.icon,
             can_hibernate_websocket: self.can_hibernate_websocket.unwrap_or(d.can_hibernate_websocket),
+            can_hibernate_connect: self.can_hibernate_connect.unwrap_or(d.can_hibernate_connect),
             state_save_interval: ms("stateSaveIntervalMs", self.state_save_interval_ms, d.state_save_interval)?,
             create_state_timeout: ms("createStateTimeoutMs", self.create_state_timeout_ms, d.create_state_timeout)?,
             on_create_timeout: ms("onCreateTimeoutMs", self.on_create_timeout_ms, d.on_create_timeout)?,

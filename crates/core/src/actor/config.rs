@@ -8,7 +8,14 @@ use std::time::Duration;
 pub struct ActorConfig {
     pub name: Option<String>,
     pub icon: Option<String>,
+    /// Whether raw (`onWebSocket`) sockets may stay open while the actor
+    /// sleeps (`canHibernateWebsocket`; RivetKit 2.3.19 passes false
+    /// unless the app sets it).
     pub can_hibernate_websocket: bool,
+    /// Whether actor-connect (`/connect`) sockets may stay open while the
+    /// actor sleeps (`canHibernateConnect`): default true, RivetKit
+    /// 2.3.19's rule; RivetKit 2.3.19 never sets it.
+    pub can_hibernate_connect: bool,
     pub state_save_interval: Duration,
     pub create_state_timeout: Duration,
     pub on_create_timeout: Duration,
@@ -75,6 +82,7 @@ impl Default for ActorConfig {
             name: None,
             icon: None,
             can_hibernate_websocket: false,
+            can_hibernate_connect: true,
             state_save_interval: Duration::from_secs(1),
             create_state_timeout: Duration::from_secs(5),
             on_create_timeout: Duration::from_secs(5),

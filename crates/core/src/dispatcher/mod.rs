@@ -23,7 +23,7 @@ mod start;
 mod state;
 mod stop;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};

@@ -4,7 +4,8 @@
 //! (10 s, 2 s) elapse instantly and exactly. No sleeps synchronise anything.
 
 mod admission;
-mod doubles;
+/// `pub(crate)`: the routing tests start actors with them too.
+pub(crate) mod doubles;
 mod drain;
 mod failed_start;
 mod key_owner;

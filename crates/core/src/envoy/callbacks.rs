@@ -204,8 +204,7 @@ impl EnvoyCallbacks for RegistryCallbacks {
         _request_id: &protocol::RequestId,
         request: &HttpRequest,
     ) -> BoxFuture<anyhow::Result<bool>> {
-        let hibernate = routing::websocket::can_hibernate(&request.path)
-            || routing::websocket::raw::can_hibernate(&self.dispatcher, actor_id);
+        let hibernate = routing::websocket::can_hibernate(&self.dispatcher, actor_id, &request.path);
         async move { Ok(hibernate) }.boxed()
     }
 }

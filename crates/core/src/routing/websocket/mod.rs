@@ -9,7 +9,7 @@
 mod actor_connect;
 #[cfg(test)]
 mod proptests;
-pub mod raw;
+mod raw;
 mod socket_info;
 mod transport;
 
@@ -21,11 +21,22 @@ use rivet_envoy_client::config::{HttpRequest as EnvoyRequest, WebSocketHandler, 
 use crate::dispatcher::Dispatcher;
 use socket_info::SocketInfo;
 
-/// Whether the gateway may keep a socket on `path` open while the actor
-/// sleeps, as far as the path tells: always for actor-connect (raw sockets
-/// ask the actor's config, [`raw::can_hibernate`]).
-pub fn can_hibernate(path: &str) -> bool {
-    path.split('?').next() == Some("/connect")
+/// Whether the gateway may keep a socket on `path` to `actor_id` open
+/// while the actor sleeps (the envoy's `can_hibernate`), by route and the
+/// active generation's config: actor-connect (`/connect`) by
+/// `canHibernateConnect` (default true: RivetKit 2.3.19's rule), the
+/// inspector's socket never, any other (raw) by `canHibernateWebsocket`.
+/// False when `actor_id` has no active generation.
+pub fn can_hibernate(dispatcher: &Dispatcher, actor_id: &str, path: &str) -> bool {
+    let Ok(handle) = dispatcher.active_actor(actor_id) else {
+        return false;
+    };
+    let config = handle.config();
+    match path.split('?').next().unwrap_or("") {
+        "/connect" => config.can_hibernate_connect,
+        "/inspector/connect" => false,
+        _ => config.can_hibernate_websocket,
+    }
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -1,23 +1,106 @@
 //! Property tests of what the WebSocket router reads from the client: the
 //! upgrade path and raw frames. A text frame that is not UTF-8 must close
-//! the socket (1007), never panic or reach the actor as text.
+//! the socket (1007), never panic or reach the actor as text. Whether a
+//! socket may hibernate follows its route and the actor's config, for any
+//! path.
 
 use std::sync::{Arc, Mutex};
 
 use proptest::prelude::*;
+use proptest::test_runner::TestRunner;
 
 use super::can_hibernate;
 use crate::actor::websocket::{RawWebSocket, WebSocketData, WebSocketEvent, INVALID_UTF8_REASON};
+use crate::actor::ActorConfig;
+use crate::dispatcher::tests::doubles::Harness;
 use crate::protocol::proptests::{bytes, config, text};
+
+/// Which config field decides for a route.
+#[derive(Debug, Clone, Copy)]
+enum Rule {
+    /// `canHibernateConnect`.
+    Connect,
+    /// `canHibernateWebsocket`.
+    Raw,
+    Never,
+}
+
+/// A started actor (id `actor`) for each `(canHibernateConnect,
+/// canHibernateWebsocket)`, and a dispatcher where `actor` has no active
+/// generation.
+async fn actors() -> (Vec<(Harness, bool, bool)>, Harness) {
+    let mut started = Vec::new();
+    for connect in [false, true] {
+        for websocket in [false, true] {
+            let config = ActorConfig {
+                can_hibernate_connect: connect,
+                can_hibernate_websocket: websocket,
+                ..ActorConfig::default()
+            };
+            let h = Harness::with_config(config);
+            h.start(1).await;
+            started.push((h, connect, websocket));
+        }
+    }
+    (started, Harness::new())
+}
+
+/// Checks `path` against every actor of [`actors`]: `rule` decides for a
+/// started one; no active generation (or another actor's id) never hibernates.
+fn check(actors: &(Vec<(Harness, bool, bool)>, Harness), path: &str, rule: Rule) -> Result<(), TestCaseError> {
+    let (started, idle) = actors;
+    for (h, connect, websocket) in started {
+        let expected = match rule {
+            Rule::Connect => *connect,
+            Rule::Raw => *websocket,
+            Rule::Never => false,
+        };
+        let why = format!("{path:?}, canHibernateConnect {connect}, canHibernateWebsocket {websocket}");
+        prop_assert_eq!(can_hibernate(&h.dispatcher, "actor", path), expected, "{}", why);
+        prop_assert!(!can_hibernate(&h.dispatcher, "other", path), "another actor's id: {}", why);
+    }
+    prop_assert!(!can_hibernate(&idle.dispatcher, "actor", path), "no active generation: {path:?}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn hibernation_follows_the_route_and_the_config() {
+    let actors = actors().await;
+    for (path, rule) in [
+        ("/connect", Rule::Connect),
+        ("/connect?x=1", Rule::Connect),
+        ("/inspector/connect", Rule::Never),
+        ("/inspector/connect?token=t", Rule::Never),
+        ("/chat", Rule::Raw),
+        ("/", Rule::Raw),
+        ("", Rule::Raw),
+        ("/connect/more", Rule::Raw),
+        ("/connectx", Rule::Raw),
+        ("/inspector", Rule::Raw),
+        ("/inspector/connect/x", Rule::Raw),
+    ] {
+        check(&actors, path, rule).unwrap();
+    }
+}
+
+#[tokio::test]
+async fn any_path_is_classified() {
+    let actors = actors().await;
+    let paths = prop_oneof!["/connect(\\?\\PC{0,8})?", "/inspector/connect(\\?\\PC{0,8})?", "\\PC{0,16}", text()];
+    TestRunner::new(config(1000))
+        .run(&paths, |path| {
+            let rule = match path.split('?').next().unwrap_or("") {
+                "/connect" => Rule::Connect,
+                "/inspector/connect" => Rule::Never,
+                _ => Rule::Raw,
+            };
+            check(&actors, &path, rule)
+        })
+        .unwrap();
+}
 
 proptest! {
     #![proptest_config(config(1000))]
-
-    #[test]
-    fn any_path_is_classified(path in prop_oneof!["/connect(\\?\\PC{0,8})?", "\\PC{0,16}", text()]) {
-        let expected = path == "/connect" || path.starts_with("/connect?");
-        prop_assert_eq!(can_hibernate(&path), expected);
-    }
 
     #[test]
     fn raw_frames_are_delivered_or_close_1007(

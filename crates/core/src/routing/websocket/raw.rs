@@ -33,12 +33,6 @@ use crate::dispatcher::Dispatcher;
 use crate::error::RivetError;
 use crate::protocol::actor_connect::{parse_conn_params, protocol_header_values};
 
-/// Whether a raw socket to `actor_id` may stay open while the actor sleeps:
-/// its config's `canHibernateWebsocket`.
-pub fn can_hibernate(dispatcher: &Dispatcher, actor_id: &str) -> bool {
-    dispatcher.active_actor(actor_id).is_ok_and(|handle| handle.config().can_hibernate_websocket)
-}
-
 /// Sets the connection up and returns the socket's handler. Any failure
 /// before the socket opens closes it with 1011 `<group>.<code>`.
 pub(super) async fn open(
