@@ -773,6 +773,12 @@ export interface JsActorConfig {
    * RivetKit's runtime, not here).
    */
   inspectorTabs?: Array<JsInspectorTabEntry>
+  /**
+   * Trace sample rates of this actor's invocations when spans are
+   * exported (docs/telemetry.md; not in RivetKit 2.3.19's actor
+   * options).
+   */
+  tracing?: JsActorTracingConfig
 }
 
 /** W3C span context of a span. */
@@ -803,6 +809,23 @@ export interface JsActorKeySegment {
  */
 export interface JsActorRuntimeSocketEndpointInfo {
   path: string
+}
+
+/**
+ * An actor's trace sample rates, each from 0 to 1. A rate lowers what
+ * is recorded and never raises it.
+ */
+export interface JsActorTracingConfig {
+  /**
+   * The rate of every invocation of the actor; without it, the process
+   * rule (`OTEL_TRACES_SAMPLER`) decides.
+   */
+  sampler?: number
+  /**
+   * Rates of the actions named, over `sampler`. Each name must be one
+   * of `actions` when the config lists them.
+   */
+  actions?: Record<string, number>
 }
 
 /** What the application's fetch handler receives. */
@@ -1194,7 +1217,10 @@ export interface SerializePayload {
  */
 export declare function setTelemetryLogSink(callback: (...args: never[]) => unknown): void
 
-/** Resolves at once: spans go to `tracing`, there is nothing to flush. */
+/**
+ * Sends the spans finished so far to the OTLP collector, waiting 5 s at
+ * most; resolves at once when no spans are exported. Export stays on.
+ */
 export declare function shutdownTelemetry(): Promise<void>
 
 /** One hibernatable connection's persisted bytes. */
