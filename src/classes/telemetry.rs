@@ -23,7 +23,7 @@ use napi::bindgen_prelude::PromiseRaw;
 use napi::Env;
 use napi_derive::napi;
 
-use rivetkit_native_core::telemetry::{self, Kind, Recording, Value};
+use rivetkit_native_core::telemetry::{self, Failure, Kind, Recording, Value};
 
 use crate::bridge::error::spawn_promise;
 
@@ -165,7 +165,7 @@ impl TracedSpan {
         }
         if let Some(mut recording) = recording {
             recording.set("rivet.outcome", Value::Str(outcome.to_owned()));
-            recording.finish(error);
+            recording.finish(error.map(|e| Failure::new("error", e)));
         }
     }
 }

@@ -28,7 +28,7 @@ use crate::classes::cancellation_token::CancellationToken;
 use crate::classes::conn::ConnHandle;
 use crate::classes::telemetry::{InvocationRay, SpanContext};
 use crate::classes::websocket::WebSocket;
-use rivetkit_native_core::telemetry::{self, Actor, Invocation, Subject};
+use rivetkit_native_core::telemetry::{self, Actor, Failure, Invocation, Subject};
 
 type VoidHook<P> = Option<JsCallback<P, Ignored>>;
 
@@ -66,16 +66,16 @@ fn invoke(
     (handle, invocation)
 }
 
-/// The span's error text: `group.code: message`.
-fn span_error(err: &anyhow::Error) -> String {
+/// Why an invocation failed, as its span records it.
+fn span_error(err: &anyhow::Error) -> Failure {
     let err = rivetkit_native_core::RivetError::extract(err);
-    format!("{}: {}", err.qualified_code(), err.message)
+    Failure::new(err.qualified_code(), err.message)
 }
 
 /// Ends `invocation` with the outcome of its work.
 fn finish<T>(invocation: Option<Invocation>, result: &anyhow::Result<T>) {
     if let Some(invocation) = invocation {
-        invocation.finish(result.as_ref().err().map(span_error).as_deref());
+        invocation.finish(result.as_ref().err().map(span_error));
     }
 }
 

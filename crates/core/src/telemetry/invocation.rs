@@ -6,7 +6,7 @@ use super::context::SpanContext;
 use super::export;
 use super::recording::Recording;
 use super::sampler;
-use super::span::{Kind, Value};
+use super::span::{Failure, Kind, Value};
 
 /// The context of a new span under `parent`: its child, with its
 /// decision; without one, a new trace decided by the process rule.
@@ -119,24 +119,23 @@ impl Invocation {
     }
 
     /// Records a raw request's answer; a status of 500 or more fails the span.
-    pub fn finish_request(self, status: Result<u16, String>) {
+    pub fn finish_request(mut self, status: Result<u16, Failure>) {
         match status {
             Ok(status) => {
-                let mut this = self;
-                if let Some(span) = this.recording.as_mut() {
+                if let Some(span) = self.recording.as_mut() {
                     span.set("http.response.status_code", Value::I64(i64::from(status)));
                 }
-                let error = (status >= 500).then(|| status.to_string());
-                this.finish(error.as_deref());
+                let failure = (status >= 500).then(|| Failure::new(status.to_string(), format!("status {status}")));
+                self.finish(failure);
             }
-            Err(error) => self.finish(Some(&error)),
+            Err(failure) => self.finish(Some(failure)),
         }
     }
 
-    /// Ends the span, failed when `error` is given.
-    pub fn finish(self, error: Option<&str>) {
+    /// Ends the span, failed when `failure` is given.
+    pub fn finish(self, failure: Option<Failure>) {
         if let Some(recording) = self.recording {
-            recording.finish(error);
+            recording.finish(failure);
         }
     }
 }

@@ -25,4 +25,4 @@ pub use config::ActorTracing;
 pub use context::SpanContext;
 pub use invocation::{open, Actor, Invocation, Subject};
 pub use recording::Recording;
-pub use span::{Kind, Value};
+pub use span::{Failure, Kind, Value};

@@ -29,7 +29,7 @@ fn span(record: &SpanRecord) -> Json {
         "endTimeUnixNano": record.end_ns.to_string(),
         "attributes": attributes(&record.attributes),
         "status": match &record.error {
-            Some(message) => json!({ "code": 2, "message": message }),
+            Some(failure) => json!({ "code": 2, "message": failure.message }),
             None => json!({ "code": 0 }),
         },
     });
@@ -59,7 +59,7 @@ fn attributes(list: &[(&'static str, Value)]) -> Vec<Json> {
 mod tests {
     use super::*;
     use crate::telemetry::context::SpanContext;
-    use crate::telemetry::span::Kind;
+    use crate::telemetry::span::{Failure, Kind};
 
     #[test]
     fn a_span_encodes_as_otlp_json() {
@@ -72,7 +72,7 @@ mod tests {
             start_ns: 1,
             end_ns: 2,
             attributes: vec![("rivet.sampling.ratio", Value::F64(0.5)), ("http.response.status_code", Value::I64(200))],
-            error: Some("boom".into()),
+            error: Some(Failure::new("error", "boom")),
         };
         let body = encode(&[("service.name", Value::Str("app".into()))], &[record]);
         let span = &body["resourceSpans"][0]["scopeSpans"][0]["spans"][0];

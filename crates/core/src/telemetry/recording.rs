@@ -2,7 +2,7 @@
 
 use super::context::SpanContext;
 use super::export;
-use super::span::{now_ns, Kind, SpanRecord, Value};
+use super::span::{now_ns, Failure, Kind, SpanRecord, Value};
 
 /// A span from its start to [`Recording::finish`]. It exists only for a
 /// sampled span while export is on, so an unsampled or unexported span
@@ -34,26 +34,26 @@ impl Recording {
         })
     }
 
+    /// Adds attribute `key` (each is set once).
     pub fn set(&mut self, key: &'static str, value: Value) {
         if let Some(record) = self.record.as_mut() {
-            record.attributes.retain(|(k, _)| *k != key);
             record.attributes.push((key, value));
         }
     }
 
-    /// Ends the span (failed when `error` is given) and hands it to the
+    /// Ends the span (failed when `failure` is given) and hands it to the
     /// exporter.
-    pub fn finish(mut self, error: Option<&str>) {
-        self.end(error.map(str::to_owned));
+    pub fn finish(mut self, failure: Option<Failure>) {
+        self.end(failure);
     }
 
-    fn end(&mut self, error: Option<String>) {
+    fn end(&mut self, failure: Option<Failure>) {
         let Some(mut record) = self.record.take() else { return };
         record.end_ns = now_ns().max(record.start_ns);
-        if let Some(error) = &error {
-            record.attributes.push(("error.type", Value::Str(error_type(error))));
+        if let Some(failure) = &failure {
+            record.attributes.push(("error.type", Value::Str(failure.kind.clone())));
         }
-        record.error = error;
+        record.error = failure;
         if let Some(exporter) = export::exporter() {
             exporter.push(record);
         }
@@ -62,31 +62,6 @@ impl Recording {
 
 impl Drop for Recording {
     fn drop(&mut self) {
-        self.end(Some("cancelled".into()));
-    }
-}
-
-/// The `group.code` at the start of an error's text, or `error`.
-fn error_type(error: &str) -> String {
-    let head = error.split([' ', ':', ',']).next().unwrap_or("");
-    let qualified = head.split_once('.').is_some_and(|(g, c)| {
-        !g.is_empty() && !c.is_empty() && head.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.')
-    });
-    if qualified {
-        head.to_owned()
-    } else {
-        "error".to_owned()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn an_error_type_is_its_code_when_it_has_one() {
-        assert_eq!(error_type("actor.action_timed_out: took too long"), "actor.action_timed_out");
-        assert_eq!(error_type("boom"), "error");
-        assert_eq!(error_type("something went wrong."), "error");
+        self.end(Some(Failure::new("cancelled", "dropped unfinished")));
     }
 }

@@ -30,8 +30,22 @@ pub struct SpanRecord {
     pub start_ns: u64,
     pub end_ns: u64,
     pub attributes: Vec<(&'static str, Value)>,
-    /// Set when the span's work failed: the error's text.
-    pub error: Option<String>,
+    /// Set when the span's work failed.
+    pub error: Option<Failure>,
+}
+
+/// Why a span's work failed: its `error.type` (a `group.code` when the
+/// error has one) and the status message.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Failure {
+    pub kind: String,
+    pub message: String,
+}
+
+impl Failure {
+    pub fn new(kind: impl Into<String>, message: impl Into<String>) -> Self {
+        Self { kind: kind.into(), message: message.into() }
+    }
 }
 
 pub(crate) fn now_ns() -> u64 {
