@@ -18,9 +18,11 @@
 //! - [`listener`]: the native HTTP listener in front of them;
 //! - [`inspector`]: the inspector's token and counters;
 //! - [`telemetry`]: invocation spans, their sampling and OTLP export;
+//! - [`contract`]: what differs between the RivetKit versions we serve;
 //! - [`env`]: every environment variable we read.
 
 pub mod actor;
+pub mod contract;
 pub mod dispatcher;
 pub mod engine;
 pub mod env;

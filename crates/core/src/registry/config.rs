@@ -87,6 +87,12 @@ pub struct ServeConfig {
 }
 
 impl ServeConfig {
+    /// The contract profile of this run: the RivetKit version that reported
+    /// itself in `serverlessPackageVersion` (direct use: the newest).
+    pub fn contract(&self) -> crate::contract::RivetkitVersion {
+        crate::contract::RivetkitVersion::from_package_version(Some(&self.serverless_package_version))
+    }
+
     /// What the engine module needs of this configuration.
     pub fn engine_options(&self) -> crate::engine::EngineOptions {
         crate::engine::EngineOptions {
