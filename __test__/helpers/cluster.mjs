@@ -16,6 +16,10 @@
 //
 // The first node is started alone and waited on until a write succeeds:
 // two nodes started at once on an empty database race on schema creation.
+//
+// This cluster is engine 2.3.19's (arch "v2" of ./engine.mjs): engine 3.0
+// has no PostgreSQL or NATS (its nodes share one object store instead,
+// /work/shared/notes/engine-3.md), so these nodes stay on v2.
 
 import { execFileSync, spawn, spawnSync } from "node:child_process";
 import { once } from "node:events";
@@ -217,7 +221,7 @@ async function engineNode({ index, dir, pg, nats, env }) {
 		},
 	};
 	writeFileSync(configPath, JSON.stringify(config, null, 2));
-	const nodeEnv = { ...process.env, ...engineEnv({ host, ...ports }), ...env };
+	const nodeEnv = { ...process.env, ...engineEnv({ arch: "v2", host, ...ports }), ...env };
 	delete nodeEnv.RIVET__FILE_SYSTEM__PATH;
 	const log = join(nodeDir, "engine.log");
 	let proc = null;
@@ -237,7 +241,7 @@ async function engineNode({ index, dir, pg, nats, env }) {
 		/** Starts the node (if it is not running) and waits until it accepts a write. */
 		async start() {
 			if (proc && !proc.exited) return;
-			proc = own(enginePath(), ["start", "--config", configPath], { env: nodeEnv, log });
+			proc = own(enginePath("v2"), ["start", "--config", configPath], { env: nodeEnv, log });
 			const probe = `${endpoint}/runner-configs/rivetkit-native-cluster-probe?namespace=default`;
 			await waitFor(
 				async () => {
