@@ -1,11 +1,24 @@
-// The example app (examples/rivetkit-app, rivetkit 2.3.19 on this addon)
-// as a child process, for the serverless and listener tests, plus a
-// recording proxy to put between the engine and a serverless host.
+// The example app as a child process, for the tests that run a RivetKit
+// app, plus a recording proxy to put between the engine and a serverless
+// host. Two installs of one app:
+//
+// - rivetkit "2": examples/rivetkit-app (rivetkit 2.3.19 on this addon);
+// - rivetkit "3": examples/rivetkit-app-3 (rivetkit 3.0.0 on this addon),
+//   whose src/ and test/ are copies of the first's
+//   (examples/rivetkit-app-3/share.mjs), brought up to date at each start.
+//
+// `napi: "reference"` runs the app on the official @rivetkit/rivetkit-napi
+// of that rivetkit version instead (2.3.19: the root's devDependency; 3.0.0:
+// the root's `rivetkit-napi-3`, through examples/rivetkit-app-3/.reference),
+// to compare with the reference stack.
 //
 //   const app = startApp("src/serverless.mjs", { PORT: "8080", ... });
+//   const app3 = startApp("src/server.mjs", { RIVET_ENDPOINT: ... }, { rivetkit: "3" });
 //   await waitForOutput(app, /listening/);
 //   ...
 //   assertExits(await interrupt(app));
+//
+// RIVETKIT_TEST_RIVETKIT=3 makes "3" the default of a run.
 
 import { spawn } from "node:child_process";
 import { once } from "node:events";
@@ -14,9 +27,38 @@ import { createServer } from "node:net";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 
+import { referenceDir, shareSources } from "../../examples/rivetkit-app-3/share.mjs";
 import { waitFor } from "./engine.mjs";
 
-export const appDir = fileURLToPath(new URL("../../examples/rivetkit-app/", import.meta.url));
+/** The example's directory for each rivetkit version. */
+export const appDirs = Object.freeze({
+	2: fileURLToPath(new URL("../../examples/rivetkit-app/", import.meta.url)),
+	3: fileURLToPath(new URL("../../examples/rivetkit-app-3/", import.meta.url)),
+});
+/** The rivetkit version of `startApp()` without one. */
+export const DEFAULT_RIVETKIT = process.env.RIVETKIT_TEST_RIVETKIT || "2";
+if (!(DEFAULT_RIVETKIT in appDirs)) throw new Error(`RIVETKIT_TEST_RIVETKIT must be 2 or 3, got ${DEFAULT_RIVETKIT}`);
+/** The example of the default rivetkit version. */
+export const appDir = appDirs[DEFAULT_RIVETKIT];
+
+/**
+ * The directory to run the app from: `rivetkit` "2" or "3", on this addon
+ * (`napi: "ours"`) or on the official napi of that version
+ * (`napi: "reference"`). For "3" the shared sources are synced first.
+ */
+export function appDirFor({ rivetkit = DEFAULT_RIVETKIT, napi = "ours" } = {}) {
+	const version = String(rivetkit);
+	if (!(version in appDirs)) throw new Error(`rivetkit must be "2" or "3", got ${rivetkit}`);
+	if (napi !== "ours" && napi !== "reference") throw new Error(`napi must be "ours" or "reference", got ${napi}`);
+	if (version === "3") {
+		shareSources();
+		return napi === "reference" ? referenceDir() : appDirs[3];
+	}
+	// rivetkit 2.3.19 on the official napi: the root's own rivetkit and
+	// @rivetkit/rivetkit-napi (devDependencies) with the example's files.
+	if (napi === "reference") throw new Error('napi: "reference" is built for rivetkit "3" only');
+	return appDirs[2];
+}
 
 /** A TCP port free on 127.0.0.1 right now. */
 export function freePort() {
@@ -30,14 +72,20 @@ export function freePort() {
 	});
 }
 
-/** Runs `script` (relative to the example) with `env` on top of ours. */
-export function startApp(script, env = {}) {
-	const child = spawn(process.execPath, [join(appDir, script)], {
-		cwd: appDir,
+/**
+ * Runs `script` (relative to the example) with `env` on top of ours.
+ * `options`: `rivetkit` ("2" or "3", default DEFAULT_RIVETKIT) and `napi`
+ * ("ours" or "reference"), see `appDirFor`. The app object says which
+ * (`app.rivetkit`, `app.napi`, `app.dir`).
+ */
+export function startApp(script, env = {}, { rivetkit = DEFAULT_RIVETKIT, napi = "ours" } = {}) {
+	const dir = appDirFor({ rivetkit, napi });
+	const child = spawn(process.execPath, [join(dir, script)], {
+		cwd: dir,
 		env: { ...process.env, RIVET_LOG_LEVEL: "info", RIVETKIT_ENGINE_SPAWN: "never", ...env },
 		stdio: ["ignore", "pipe", "pipe"],
 	});
-	const app = { child, out: "", exited: null };
+	const app = { child, out: "", exited: null, rivetkit: String(rivetkit), napi, dir };
 	child.stdout.on("data", (d) => (app.out += d));
 	child.stderr.on("data", (d) => (app.out += d));
 	app.exit = once(child, "exit").then(([code, signal]) => (app.exited = { code, signal }));
