@@ -2,8 +2,9 @@
 // The repository's own setup, run by `npm install` in a clone of it (as the
 // `prepare` script): the development build (./build-dev.mjs: the addon,
 // the Rust tests and the testing addon from one compile of the dependency
-// tree) and the example app's dependencies (examples/rivetkit-app, which
-// uses this checkout). `npm run build` makes the release binary.
+// tree) and the example app's dependencies (examples/rivetkit-app on
+// rivetkit 2.3.19 and examples/rivetkit-app-3 on rivetkit 3.0.0, both on
+// this checkout). `npm run build` makes the release binary.
 //
 // npm never runs `prepare` when the package is installed from the registry:
 // a RivetKit app that depends on rivetkit-native gets the prebuilt binary
@@ -16,13 +17,14 @@
 // dependencies (which then build from source, so they need a Rust
 // toolchain). RIVETKIT_NATIVE_BUILD=release
 // makes the release build instead of the development one (for a git
-// dependency that runs in production; the tests then have no testing addon).
+// dependency that runs in production; the tests then have no testing addon);
+// RIVETKIT_NATIVE_BUILD=none builds nothing (the examples' installs only).
 //
 // The engine-cluster tests (__test__/cluster.test.mjs) need PostgreSQL and
 // NATS: on Debian they are installed here from its packages when missing
 // (as root, or through `sudo -n`); elsewhere the setup says what to install.
 
-import { spawnSync } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { existsSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -86,14 +88,43 @@ function clusterPackages() {
 
 clusterPackages();
 
-if (process.env.RIVETKIT_NATIVE_BUILD === "release")
+if (process.env.RIVETKIT_NATIVE_BUILD === "none")
+	console.error("rivetkit-native: no build (RIVETKIT_NATIVE_BUILD=none)");
+else if (process.env.RIVETKIT_NATIVE_BUILD === "release")
 	run(process.execPath, [join(root, "scripts/build.mjs"), "--release"], "the release build");
 else run(process.execPath, [join(root, "scripts/build-dev.mjs")], "the development build");
 
-const example = join(root, "examples/rivetkit-app");
-if (existsSync(join(example, "package.json"))) {
-	const npm = process.env.npm_execpath;
-	const npmArgs = ["install", "--prefix", example, "--no-audit", "--no-fund", "--ignore-scripts"];
-	if (npm?.endsWith(".js")) run(process.execPath, [npm, ...npmArgs], "the example app's npm install");
-	else run("npm", npmArgs, "the example app's npm install");
+// The example app's two installs, side by side (each mostly waits on
+// npm's cache): examples/rivetkit-app (rivetkit 2.3.19) and
+// examples/rivetkit-app-3 (rivetkit 3.0.0), whose src/ and test/ are
+// copies of the first's (examples/rivetkit-app-3/share.mjs).
+const examples = ["examples/rivetkit-app", "examples/rivetkit-app-3"].filter((dir) =>
+	existsSync(join(root, dir, "package.json")),
+);
+if (existsSync(join(root, "examples/rivetkit-app-3/share.mjs"))) {
+	const { shareSources } = await import("../examples/rivetkit-app-3/share.mjs");
+	shareSources();
 }
+const npm = process.env.npm_execpath;
+const installs = examples.map((dir) => {
+	const npmArgs = ["install", "--prefix", join(root, dir), "--no-audit", "--no-fund", "--ignore-scripts"];
+	const [file, args] = npm?.endsWith(".js") ? [process.execPath, [npm, ...npmArgs]] : ["npm", npmArgs];
+	const started = Date.now();
+	return new Promise((resolve) => {
+		const child = spawn(file, args, {
+			cwd: root,
+			stdio: ["ignore", "pipe", "pipe"],
+			shell: process.platform === "win32",
+		});
+		let out = "";
+		child.stdout.on("data", (d) => (out += d));
+		child.stderr.on("data", (d) => (out += d));
+		child.on("close", (code) => {
+			const seconds = ((Date.now() - started) / 1000).toFixed(0);
+			if (code === 0) console.error(`rivetkit-native: ${dir}'s npm install took ${seconds} s`);
+			else console.error(`${out}\nrivetkit-native: ${dir}'s npm install failed (exit ${code})`);
+			resolve(code === 0);
+		});
+	});
+});
+if (!(await Promise.all(installs)).every(Boolean)) process.exit(1);
