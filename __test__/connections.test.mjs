@@ -165,7 +165,9 @@ describe("hibernatable connections", () => {
 		const room = new native.NapiActorFactory(callbacks);
 		// The same actor, its actor-connect sockets not allowed to hibernate.
 		const wakeful = new native.NapiActorFactory(callbacks, { canHibernateConnect: false });
-		host = await serveActors(engine, { room, wakeful });
+		// RivetKit 2.3's contract: `/connect` sockets hibernate by default
+		// (docs/versions.md; under 3.0 they close on sleep).
+		host = await serveActors(engine, { room, wakeful }, { serverlessPackageVersion: "2.3.19" });
 	});
 
 	after(async () => {

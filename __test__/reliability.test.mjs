@@ -162,7 +162,9 @@ describe("connection records", () => {
 				},
 			},
 		});
-		host = await serveActors(engine, { room });
+		// RivetKit 2.3's contract: `/connect` sockets hibernate by default
+		// (docs/versions.md; under 3.0 they close on sleep).
+		host = await serveActors(engine, { room }, { serverlessPackageVersion: "2.3.19" });
 	});
 
 	after(async () => {

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use napi::bindgen_prelude::Either;
 use napi_derive::napi;
 use rivetkit_native_core::error::RivetError;
 use rivetkit_native_core::registry::{EngineSpawnMode, ServeConfig};
@@ -42,10 +43,14 @@ pub struct JsServeConfig {
     pub serverless_client_token: Option<String>,
     pub serverless_validate_endpoint: Option<bool>,
     pub serverless_max_start_payload_bytes: Option<f64>,
-    /// `"auto"` (default: spawn or reuse a local engine for a loopback
-    /// endpoint), `"always"` or `"never"`. Default from `RIVETKIT_ENGINE_SPAWN`.
-    #[napi(ts_type = "'auto' | 'always' | 'never'")]
-    pub engine_spawn: Option<String>,
+    /// Whether this host spawns (or reuses) a local engine for `endpoint`:
+    /// `"auto"` (default: for a loopback endpoint), `"always"` or
+    /// `"never"`; or a boolean, as RivetKit 3.0 sends it (`true`: spawn or
+    /// reuse the engine at `endpoint`, `false`: only connect; it is `true`
+    /// only when the app gave no endpoint). Default from
+    /// `RIVETKIT_ENGINE_SPAWN`.
+    #[napi(ts_type = "boolean | 'auto' | 'always' | 'never'")]
+    pub engine_spawn: Option<Either<bool, String>>,
     /// Upper bound of the shutdown drain (default 30 s, `RIVETKIT_DRAIN_TIMEOUT_MS`).
     pub drain_timeout_ms: Option<f64>,
     /// How long to wait for a spawned engine to become healthy (default 30 s).
@@ -100,16 +105,7 @@ impl JsServeConfig {
         )
         .map_err(invalid)?;
         if let Some(mode) = self.engine_spawn {
-            c.engine_spawn = match mode.as_str() {
-                "auto" => EngineSpawnMode::Auto,
-                "always" => EngineSpawnMode::Always,
-                "never" => EngineSpawnMode::Never,
-                other => {
-                    return Err(invalid_config(format!(
-                        "engineSpawn must be 'auto', 'always' or 'never', got '{other}'"
-                    )))
-                }
-            };
+            c.engine_spawn = engine_spawn_mode(mode)?;
         }
         if let Some(ms) = args::field_duration_ms(&field("drainTimeoutMs"), self.drain_timeout_ms).map_err(invalid)? {
             c.drain_cap = Some(Duration::from_millis(ms));
@@ -128,6 +124,26 @@ impl JsServeConfig {
             c.serverless_package_version = v;
         }
         Ok(c)
+    }
+}
+
+/// `engineSpawn` as either RivetKit version or a direct user gives it
+/// (docs/versions.md). RivetKit 3.0's `true` means "the endpoint is the
+/// local engine this app runs" (it sends it only when the app named no
+/// endpoint), so the engine there is managed whatever its host is:
+/// `Always`, which reuses a healthy engine before it spawns one.
+fn engine_spawn_mode(value: Either<bool, String>) -> anyhow::Result<EngineSpawnMode> {
+    match value {
+        Either::A(true) => Ok(EngineSpawnMode::Always),
+        Either::A(false) => Ok(EngineSpawnMode::Never),
+        Either::B(mode) => match mode.as_str() {
+            "auto" => Ok(EngineSpawnMode::Auto),
+            "always" => Ok(EngineSpawnMode::Always),
+            "never" => Ok(EngineSpawnMode::Never),
+            other => Err(invalid_config(format!(
+                "engineSpawn must be a boolean, 'auto', 'always' or 'never', got '{other}'"
+            ))),
+        },
     }
 }
 
@@ -151,5 +167,22 @@ pub(crate) fn settings_from(config: &JsServeConfig) -> ServerlessSettings {
             // Checked to be a whole number within u32 by `into_core`.
             .map(|n| n as usize)
             .unwrap_or(DEFAULT_MAX_START_PAYLOAD_BYTES),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn engine_spawn_takes_rivetkit_3_booleans_and_our_strings() {
+        let mode = |v| engine_spawn_mode(v).unwrap();
+        assert_eq!(mode(Either::A(true)), EngineSpawnMode::Always);
+        assert_eq!(mode(Either::A(false)), EngineSpawnMode::Never);
+        assert_eq!(mode(Either::B("auto".into())), EngineSpawnMode::Auto);
+        assert_eq!(mode(Either::B("always".into())), EngineSpawnMode::Always);
+        assert_eq!(mode(Either::B("never".into())), EngineSpawnMode::Never);
+        let err = RivetError::extract(&engine_spawn_mode(Either::B("sometimes".into())).unwrap_err());
+        assert_eq!(err.qualified_code(), "config.invalid");
     }
 }

@@ -92,7 +92,7 @@ impl CoreRegistry {
     #[napi(ts_args_type = "config?: JsServeConfig | undefined | null", ts_return_type = "Promise<void>")]
     pub fn serve<'env>(&self, env: &'env Env, config: Option<JsServeConfig>) -> napi::Result<PromiseRaw<'env, ()>> {
         rivetkit_native_core::inspector::set_test_token(config.as_ref().and_then(|c| c.inspector_test_token.clone()));
-        let core = self.state.serve().map_err(|e| to_js_error(env, e.into_anyhow()))?;
+        let mut core = self.state.serve().map_err(|e| to_js_error(env, e.into_anyhow()))?;
         let state = self.state.clone();
         let actor_metadata = core.actor_metadata();
         let exit_code_on_failure = config.as_ref().and_then(|c| c.exit_code_on_failure).unwrap_or(true);
@@ -104,6 +104,9 @@ impl CoreRegistry {
                         return Ok(());
                     }
                     let ready = state.clone();
+                    // The actor types follow the contract of the RivetKit
+                    // version that serves them (docs/versions.md).
+                    core.set_contract(config.contract());
                     core.serve(config, state.shutdown_token(), move |handle| ready.serve_ready(handle)).await
                 }
                 Err(err) => Err(err),

@@ -39,8 +39,9 @@ pub struct JsActorConfig {
     pub has_state: Option<bool>,
     pub can_hibernate_websocket: Option<bool>,
     /// Whether actor-connect (`/connect`) sockets may stay open while the
-    /// actor sleeps (default true, RivetKit 2.3.19's rule; not in RivetKit
-    /// 2.3.19's actor options, which never set it).
+    /// actor sleeps (not in RivetKit's actor options, which never set it).
+    /// Default by RivetKit version (docs/versions.md): true under 2.3,
+    /// `canHibernateWebsocket` under 3.0 and for direct use.
     pub can_hibernate_connect: Option<bool>,
     pub state_save_interval_ms: Option<f64>,
     pub create_state_timeout_ms: Option<f64>,
@@ -159,7 +160,9 @@ impl JsActorConfig {
             name: self.name,
             icon: self.icon,
             can_hibernate_websocket: self.can_hibernate_websocket.unwrap_or(d.can_hibernate_websocket),
-            can_hibernate_connect: self.can_hibernate_connect.unwrap_or(d.can_hibernate_connect),
+            can_hibernate_connect: self.can_hibernate_connect,
+            // Set by the serve run (`CoreRegistry::set_contract`).
+            contract: d.contract,
             state_save_interval: ms("stateSaveIntervalMs", self.state_save_interval_ms, d.state_save_interval)?,
             create_state_timeout: ms("createStateTimeoutMs", self.create_state_timeout_ms, d.create_state_timeout)?,
             on_create_timeout: ms("onCreateTimeoutMs", self.on_create_timeout_ms, d.on_create_timeout)?,

@@ -260,11 +260,12 @@ impl RegistryState {
             // later call with a good one still finds it.
             let settings = settings_from(&config);
             let core_config = config.into_core()?;
-            let core = {
+            let mut core = {
                 let mut inner = this.lock();
                 this.apply(&mut inner, Event::ServerlessCall).map_err(RivetError::into_anyhow)?;
                 inner.actors.take().unwrap_or_default()
             };
+            core.set_contract(core_config.contract());
             let runtime = ServerlessRuntime::new(core, core_config, settings);
             if this.shutdown.is_cancelled() {
                 runtime.shutdown().await;

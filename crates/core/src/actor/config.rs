@@ -13,9 +13,14 @@ pub struct ActorConfig {
     /// unless the app sets it).
     pub can_hibernate_websocket: bool,
     /// Whether actor-connect (`/connect`) sockets may stay open while the
-    /// actor sleeps (`canHibernateConnect`): default true, RivetKit
-    /// 2.3.19's rule; RivetKit 2.3.19 never sets it.
-    pub can_hibernate_connect: bool,
+    /// actor sleeps (`canHibernateConnect`, our own option; RivetKit never
+    /// sets it). Without it the contract profile decides
+    /// ([`crate::contract::RivetkitVersion::connect_hibernates`]).
+    pub can_hibernate_connect: Option<bool>,
+    /// The contract profile of the serve run this actor type is served by
+    /// (docs/versions.md): set from `serverlessPackageVersion` when the
+    /// run starts, the newest for direct use.
+    pub contract: crate::contract::RivetkitVersion,
     pub state_save_interval: Duration,
     pub create_state_timeout: Duration,
     pub on_create_timeout: Duration,
@@ -82,7 +87,8 @@ impl Default for ActorConfig {
             name: None,
             icon: None,
             can_hibernate_websocket: false,
-            can_hibernate_connect: true,
+            can_hibernate_connect: None,
+            contract: crate::contract::RivetkitVersion::default(),
             state_save_interval: Duration::from_secs(1),
             create_state_timeout: Duration::from_secs(5),
             on_create_timeout: Duration::from_secs(5),

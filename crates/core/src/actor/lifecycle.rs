@@ -19,8 +19,12 @@
 //! | any | lost | `Stopped` (no hooks, no writes) |
 //!
 //! Admission of client traffic is decided by [`admit`] from the phase and
-//! the two signals; the dispatcher asks it when routing, the task again
-//! when the command arrives (the phase may have moved in between).
+//! three signals (lost, destroy requested, stop hook resolved); the
+//! dispatcher asks it when routing, the task again when the command
+//! arrives (the phase may have moved in between). A sleep's grace serves
+//! traffic only until `onSleep` has resolved: RivetKit clears the
+//! generation's JS state in it (docs/versions.md), so later work goes to
+//! the next generation (`actor.restarting`, which the client retries).
 
 use crate::error::{catalog, RivetError};
 
@@ -65,8 +69,9 @@ impl Phase {
     }
 }
 
-/// Whether client traffic may run in a generation in `phase`.
-pub fn admit(phase: Phase, lost: bool, destroy_requested: bool) -> Result<(), RivetError> {
+/// Whether client traffic may run in a generation in `phase`;
+/// `stop_hook_resolved`: its `onSleep`/`onDestroy` has settled.
+pub fn admit(phase: Phase, lost: bool, destroy_requested: bool, stop_hook_resolved: bool) -> Result<(), RivetError> {
     if lost {
         return Err(catalog::actor_stopping(None));
     }
@@ -74,6 +79,9 @@ pub fn admit(phase: Phase, lost: bool, destroy_requested: bool) -> Result<(), Ri
         return Err(catalog::actor_destroying());
     }
     match phase {
+        Phase::Stopping(ShutdownKind::Sleep) if stop_hook_resolved => {
+            Err(catalog::actor_restarting("the generation finished its onSleep"))
+        }
         Phase::Started | Phase::Stopping(ShutdownKind::Sleep) => Ok(()),
         Phase::Stopping(ShutdownKind::Destroy) => Err(catalog::actor_destroying()),
         Phase::Created | Phase::Starting => Err(catalog::actor_starting()),
@@ -104,15 +112,17 @@ mod tests {
     #[test]
     fn admission_follows_the_phase_and_the_signals() {
         let code = |r: Result<(), RivetError>| r.err().map(|e| e.qualified_code());
-        assert_eq!(code(admit(Phase::Started, false, false)), None);
-        assert_eq!(code(admit(Phase::Stopping(ShutdownKind::Sleep), false, false)), None);
+        let sleep = Phase::Stopping(ShutdownKind::Sleep);
+        assert_eq!(code(admit(Phase::Started, false, false, false)), None);
+        assert_eq!(code(admit(sleep, false, false, false)), None);
+        assert_eq!(code(admit(sleep, false, false, true)).as_deref(), Some("actor.restarting"));
         assert_eq!(
-            code(admit(Phase::Stopping(ShutdownKind::Destroy), false, false)).as_deref(),
+            code(admit(Phase::Stopping(ShutdownKind::Destroy), false, false, false)).as_deref(),
             Some("actor.destroying")
         );
-        assert_eq!(code(admit(Phase::Started, false, true)).as_deref(), Some("actor.destroying"));
-        assert_eq!(code(admit(Phase::Started, true, false)).as_deref(), Some("actor.stopping"));
-        assert_eq!(code(admit(Phase::Starting, false, false)).as_deref(), Some("actor.starting"));
-        assert_eq!(code(admit(Phase::Stopped, false, false)).as_deref(), Some("actor.stopping"));
+        assert_eq!(code(admit(Phase::Started, false, true, false)).as_deref(), Some("actor.destroying"));
+        assert_eq!(code(admit(Phase::Started, true, false, false)).as_deref(), Some("actor.stopping"));
+        assert_eq!(code(admit(Phase::Starting, false, false, false)).as_deref(), Some("actor.starting"));
+        assert_eq!(code(admit(Phase::Stopped, false, false, false)).as_deref(), Some("actor.stopping"));
     }
 }

@@ -22,6 +22,9 @@ pub struct Signals {
     phase: watch::Sender<Phase>,
     destroy_requested: AtomicBool,
     sleep_requested: AtomicBool,
+    /// `onSleep`/`onDestroy` has settled: no more traffic for this
+    /// generation (docs/versions.md).
+    stop_hook_resolved: AtomicBool,
     holds: watch::Sender<usize>,
 }
 
@@ -45,6 +48,7 @@ impl Signals {
             phase: watch::channel(Phase::Created).0,
             destroy_requested: AtomicBool::new(false),
             sleep_requested: AtomicBool::new(false),
+            stop_hook_resolved: AtomicBool::new(false),
             holds: watch::channel(0).0,
         }
     }
@@ -105,7 +109,16 @@ impl Signals {
     /// Whether client traffic may run now: the admission table of
     /// [`lifecycle::admit`] applied to this generation.
     pub fn admit(&self) -> Result<(), RivetError> {
-        lifecycle::admit(self.phase(), self.is_lost(), self.destroy_requested())
+        lifecycle::admit(self.phase(), self.is_lost(), self.destroy_requested(), self.stop_hook_resolved())
+    }
+
+    /// Whether the generation's `onSleep`/`onDestroy` has settled.
+    pub fn stop_hook_resolved(&self) -> bool {
+        self.stop_hook_resolved.load(Ordering::Acquire)
+    }
+    /// The task saw its stop hook settle (or abandoned it).
+    pub(crate) fn mark_stop_hook_resolved(&self) {
+        self.stop_hook_resolved.store(true, Ordering::Release);
     }
 
     pub fn destroy_requested(&self) -> bool {

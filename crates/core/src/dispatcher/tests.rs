@@ -13,4 +13,5 @@ mod lifecycle;
 mod max_actions;
 mod output_gate;
 mod races;
+mod stopped_generation;
 mod traffic;

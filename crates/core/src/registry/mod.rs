@@ -55,6 +55,15 @@ impl CoreRegistry {
             .collect()
     }
 
+    /// Puts every actor type under the contract profile of the RivetKit
+    /// version that serves it (docs/versions.md). Call it before serving:
+    /// the generations read it from their actor type's config.
+    pub fn set_contract(&mut self, contract: crate::contract::RivetkitVersion) {
+        for factory in self.factories.values_mut() {
+            std::sync::Arc::make_mut(&mut factory.config).contract = contract;
+        }
+    }
+
     pub(crate) fn into_factories(self) -> HashMap<String, ActorFactory> {
         self.factories
     }

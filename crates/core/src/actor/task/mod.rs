@@ -10,7 +10,8 @@
 //! Its phase (`Created → Starting → Started → Stopping(kind) → Finalizing →
 //! Stopped`, see [`crate::actor::lifecycle`]) is published in the context,
 //! not kept here. During sleep grace client traffic is still served
-//! (invariant I10); during destroy grace it is refused.
+//! (invariant I10) until `onSleep` resolves; during destroy grace it is
+//! refused.
 
 mod action_slots;
 mod alarm;
@@ -197,6 +198,9 @@ impl ActorTask {
                     if let Some(grace) = self.grace.as_mut() {
                         grace.hook = None;
                     }
+                    // RivetKit has dropped this generation's JS state:
+                    // traffic goes to the next one (docs/versions.md).
+                    self.ctx.signals().mark_stop_hook_resolved();
                 }
                 _ = poll_opt(&mut self.saving), if self.saving.is_some() => self.saving = None,
                 _ = sleep_until_opt(hook_due), if hook_due.is_some() => self.invoke_grace_hook(),

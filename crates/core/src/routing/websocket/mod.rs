@@ -23,17 +23,18 @@ use socket_info::SocketInfo;
 
 /// Whether the gateway may keep a socket on `path` to `actor_id` open
 /// while the actor sleeps (the envoy's `can_hibernate`), by route and the
-/// active generation's config: actor-connect (`/connect`) by
-/// `canHibernateConnect` (default true: RivetKit 2.3.19's rule), the
-/// inspector's socket never, any other (raw) by `canHibernateWebsocket`.
-/// False when `actor_id` has no active generation.
+/// active generation's config: actor-connect (`/connect`) as the contract
+/// profile says (`canHibernateConnect`, else 2.3: yes, 3.0: as
+/// `canHibernateWebsocket`; docs/versions.md), the inspector's socket
+/// never, any other (raw) by `canHibernateWebsocket`. False when
+/// `actor_id` has no active generation.
 pub fn can_hibernate(dispatcher: &Dispatcher, actor_id: &str, path: &str) -> bool {
     let Ok(handle) = dispatcher.active_actor(actor_id) else {
         return false;
     };
     let config = handle.config();
     match path.split('?').next().unwrap_or("") {
-        "/connect" => config.can_hibernate_connect,
+        "/connect" => config.contract.connect_hibernates(config.can_hibernate_connect, config.can_hibernate_websocket),
         "/inspector/connect" => false,
         _ => config.can_hibernate_websocket,
     }

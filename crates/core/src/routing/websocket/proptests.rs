@@ -12,34 +12,58 @@ use proptest::test_runner::TestRunner;
 use super::can_hibernate;
 use crate::actor::websocket::{RawWebSocket, WebSocketData, WebSocketEvent, INVALID_UTF8_REASON};
 use crate::actor::ActorConfig;
+use crate::contract::RivetkitVersion;
 use crate::dispatcher::tests::doubles::Harness;
 use crate::protocol::proptests::{bytes, config, text};
 
 /// Which config field decides for a route.
 #[derive(Debug, Clone, Copy)]
 enum Rule {
-    /// `canHibernateConnect`.
+    /// `canHibernateConnect`, else the contract profile's default.
     Connect,
     /// `canHibernateWebsocket`.
     Raw,
     Never,
 }
 
+/// One started actor's hibernation settings.
+#[derive(Debug, Clone, Copy)]
+struct Settings {
+    connect: Option<bool>,
+    websocket: bool,
+    contract: RivetkitVersion,
+}
+
+impl Settings {
+    /// docs/versions.md: an explicit `canHibernateConnect` wins; else 2.3
+    /// hibernates `/connect`, 3.0 follows `canHibernateWebsocket`.
+    fn connect_expected(self) -> bool {
+        match (self.connect, self.contract) {
+            (Some(explicit), _) => explicit,
+            (None, RivetkitVersion::V2_3) => true,
+            (None, RivetkitVersion::V3_0) => self.websocket,
+        }
+    }
+}
+
 /// A started actor (id `actor`) for each `(canHibernateConnect,
-/// canHibernateWebsocket)`, and a dispatcher where `actor` has no active
-/// generation.
-async fn actors() -> (Vec<(Harness, bool, bool)>, Harness) {
+/// canHibernateWebsocket, contract)`, and a dispatcher where `actor` has
+/// no active generation.
+async fn actors() -> (Vec<(Harness, Settings)>, Harness) {
     let mut started = Vec::new();
-    for connect in [false, true] {
+    for connect in [None, Some(false), Some(true)] {
         for websocket in [false, true] {
-            let config = ActorConfig {
-                can_hibernate_connect: connect,
-                can_hibernate_websocket: websocket,
-                ..ActorConfig::default()
-            };
-            let h = Harness::with_config(config);
-            h.start(1).await;
-            started.push((h, connect, websocket));
+            for contract in [RivetkitVersion::V2_3, RivetkitVersion::V3_0] {
+                let config = ActorConfig {
+                    can_hibernate_connect: connect,
+                    can_hibernate_websocket: websocket,
+                    contract,
+                    ..ActorConfig::default()
+                };
+                let h = Harness::with_config(config);
+                h.start(1).await;
+                started.push((h, Settings { connect, websocket, contract }));
+            }
         }
     }
     (started, Harness::new())
@@ -47,15 +71,15 @@ async fn actors() -> (Vec<(Harness, bool, bool)>, Harness) {
 
 /// Checks `path` against every actor of [`actors`]: `rule` decides for a
 /// started one; no active generation (or another actor's id) never hibernates.
-fn check(actors: &(Vec<(Harness, bool, bool)>, Harness), path: &str, rule: Rule) -> Result<(), TestCaseError> {
+fn check(actors: &(Vec<(Harness, Settings)>, Harness), path: &str, rule: Rule) -> Result<(), TestCaseError> {
     let (started, idle) = actors;
-    for (h, connect, websocket) in started {
+    for (h, settings) in started {
         let expected = match rule {
-            Rule::Connect => *connect,
-            Rule::Raw => *websocket,
+            Rule::Connect => settings.connect_expected(),
+            Rule::Raw => settings.websocket,
             Rule::Never => false,
         };
-        let why = format!("{path:?}, canHibernateConnect {connect}, canHibernateWebsocket {websocket}");
+        let why = format!("{path:?}, {settings:?}");
         prop_assert_eq!(can_hibernate(&h.dispatcher, "actor", path), expected, "{}", why);
         prop_assert!(!can_hibernate(&h.dispatcher, "other", path), "another actor's id: {}", why);
     }
@@ -80,6 +104,25 @@ async fn hibernation_follows_the_route_and_the_config() {
         ("/inspector/connect/x", Rule::Raw),
     ] {
         check(&actors, path, rule).unwrap();
+    }
+}
+
+/// docs/versions.md: with nothing set, RivetKit 2.3's `/connect` sockets
+/// hibernate and 3.0's close on sleep unless `canHibernateWebsocket`.
+#[tokio::test]
+async fn connect_sockets_hibernate_by_the_contract_profile() {
+    for (contract, websocket, expected) in [
+        (RivetkitVersion::V2_3, false, true),
+        (RivetkitVersion::V3_0, false, false),
+        (RivetkitVersion::V3_0, true, true),
+    ] {
+        let h = Harness::with_config(ActorConfig {
+            can_hibernate_websocket: websocket,
+            contract,
+            ..ActorConfig::default()
+        });
+        h.start(1).await;
+        assert_eq!(can_hibernate(&h.dispatcher, "actor", "/connect"), expected, "{contract:?}, websocket {websocket}");
     }
 }
 
