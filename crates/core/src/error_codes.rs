@@ -74,6 +74,8 @@ codes! {
     ENGINE_SPAWN_FAILED = "engine", "spawn_failed";
     ENGINE_HEALTH_CHECK_FAILED = "engine", "health_check_failed";
     ENGINE_PORT_OCCUPIED = "engine", "port_occupied";
+    ENGINE_WRONG_ARCHITECTURE = "engine", "wrong_architecture";
+    ENGINE_POOL_NOT_FOUND = "engine", "pool_not_found";
     CONFIG_INVALID = "config", "invalid";
     REGISTRY_SHUT_DOWN = "registry", "shut_down";
     NAPI_INVALID_STATE = "napi", "invalid_state";

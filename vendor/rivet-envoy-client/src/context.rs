@@ -40,6 +40,10 @@ pub struct SharedContext {
 	pub connection_session_tx: watch::Sender<u64>,
 	pub protocol_metadata: Arc<Mutex<Option<protocol::ProtocolMetadata>>>,
 	pub shutting_down: AtomicBool,
+	/// rivetkit-native patch: why the envoy gave up for good (the engine
+	/// closed with an error that retrying cannot fix, such as
+	/// `pool.not_found`), for [`crate::handle::EnvoyHandle::started`].
+	pub fatal: std::sync::Mutex<Option<String>>,
 	/// Epoch ms timestamp of the most recent ping packet received from the engine. Used by
 	/// `EnvoyHandle::is_ping_healthy` to surface a dead engine link to upstream health checks.
 	/// Zero means no ping has been received yet.

@@ -145,12 +145,23 @@ impl EnvoyHandle {
 	}
 
 	pub async fn started(&self) -> anyhow::Result<()> {
-		self.started_rx
-			.clone()
-			.changed()
-			.await
-			.map_err(|_| anyhow::anyhow!("envoy stopped before startup completed"))?;
+		self.started_rx.clone().changed().await.map_err(|_| {
+			// rivetkit-native patch: a fatal close says why.
+			match self.fatal() {
+				Some(reason) => anyhow::anyhow!("{reason}"),
+				None => anyhow::anyhow!("envoy stopped before startup completed"),
+			}
+		})?;
 		Ok(())
+	}
+
+	/// rivetkit-native patch: why the envoy gave up for good, if it did.
+	pub fn fatal(&self) -> Option<String> {
+		self.shared
+			.fatal
+			.lock()
+			.unwrap_or_else(|p| p.into_inner())
+			.clone()
 	}
 
 	/// Reports a sleep intent for an actor. An `error` marks the sleep as a

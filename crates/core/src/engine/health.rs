@@ -31,6 +31,16 @@ pub struct EngineHealth {
     pub status: Option<String>,
     pub runtime: Option<String>,
     pub version: Option<String>,
+    /// `v3` on engine 3.0; absent on 2.3.
+    #[serde(default)]
+    pub architecture: Option<String>,
+}
+
+impl EngineHealth {
+    /// Which engine answered (docs/engine.md, "Two engine architectures").
+    pub fn arch(&self) -> super::profile::EngineArch {
+        super::profile::EngineArch::from_health_field(self.architecture.as_deref())
+    }
 }
 
 /// `{endpoint}/health`, keeping any base path (as the reference does).

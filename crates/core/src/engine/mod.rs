@@ -5,16 +5,20 @@
 //! actors to work without starting anything else. So when the endpoint is
 //! local (see `registry::config::should_manage_engine`) the host:
 //!
-//! 1. reuses an engine already answering `GET /health` ([`health`]);
-//! 2. otherwise finds the `rivet-engine` binary ([`resolve`], npm first) and
-//!    starts it detached, with logs in files and a config file for its real
-//!    ports ([`plan`], [`spawn`]), waiting up to `engine_start_timeout`;
-//! 3. upserts the runner config of our pool ([`runner_config`]), which the
-//!    engine requires before it accepts an envoy.
+//! 1. reuses an engine already answering `GET /health` ([`health`]), if it
+//!    is of the architecture the app needs ([`profile`]), and otherwise says
+//!    what to do;
+//! 2. otherwise finds a `rivet-engine` binary of that architecture
+//!    ([`resolve`], npm first) and starts it detached, with logs in files
+//!    and a config file for its real ports ([`plan`], [`spawn`]), waiting up
+//!    to `engine_start_timeout`;
+//! 3. makes sure of our pool ([`runner_config`]: a runner config on 2.3, a
+//!    pool on 3.0), which the engine requires before it accepts an envoy.
 //!
-//! The engine is left running when the host stops (it is shared and keeps
-//! actor state); the next start reuses it. Talking to it uses a tiny
-//! built-in HTTP client ([`http`]) rather than a full HTTP stack.
+//! An engine we started belongs to the host and is stopped when the host
+//! shuts down ([`SpawnedEngine::stop`]); one we found running is only
+//! reused. Talking to it uses a tiny built-in HTTP client ([`http`]) rather
+//! than a full HTTP stack.
 
 mod errors;
 pub mod health;
@@ -23,6 +27,8 @@ mod lookup;
 pub mod options;
 pub mod paths;
 pub mod plan;
+pub mod profile;
+mod ready;
 pub mod resolve;
 pub mod runner_config;
 pub mod spawn;
@@ -39,11 +45,14 @@ use errors::invalid_endpoint;
 use lookup::process_env;
 pub use lookup::Env;
 pub use options::{host_is_local, is_local_endpoint, EngineOptions};
-pub use status::EngineStatus;
+pub use profile::EngineArch;
+pub use status::{EngineStatus, SpawnedEngine};
 
 pub use health::{probe_engine, EngineHealth};
 pub use resolve::resolve_engine_binary;
-pub use runner_config::{ensure_runner_config, ensure_runner_config_with, wait_until_listed, RetryPolicy};
+pub use runner_config::{
+    ensure_runner_config, ensure_runner_config_with, running_arch, wait_until_listed, RetryPolicy,
+};
 
 /// Reuses the engine at `config.endpoint` or starts one .
 pub async fn ensure_engine(config: &EngineOptions) -> Result<EngineStatus> {
@@ -64,22 +73,46 @@ pub async fn ensure_engine_with(config: &EngineOptions, env: Env<'_>) -> Result<
     // A wrong explicit path is reported even when an engine is running:
     // the user asked for that file (same order as the reference).
     let explicit = resolve::explicit_binary(config, env)?;
+    // An explicit binary decides the architecture; otherwise the app's.
+    let explicit = match explicit {
+        Some(path) => {
+            let arch = EngineArch::of_binary(&path).ok_or_else(|| {
+                errors::spawn_failed(&path, "the file cannot be run (`--runtime-info` did not start)")
+            })?;
+            if arch != config.arch {
+                tracing::warn!(
+                    binary = %path.display(),
+                    "the engine binary you gave is {}, but this app expects {}; using it as asked",
+                    arch.label(),
+                    config.arch.label()
+                );
+            }
+            Some((path, arch))
+        }
+        None => None,
+    };
+    let wanted = explicit.as_ref().map_or(config.arch, |(_, arch)| *arch);
     if let Some(health) = probe_engine(&config.endpoint).await? {
+        let running = health.arch();
+        if running != wanted {
+            return Err(errors::wrong_architecture(&config.endpoint, running, wanted, health.version.as_deref()));
+        }
         tracing::info!(
             version = health.version.as_deref().unwrap_or("?"),
-            "reusing the Rivet Engine already running on {}",
+            "reusing the Rivet Engine ({}) already running on {}",
+            running.label(),
             config.endpoint
         );
-        return Ok(EngineStatus::Reused);
+        return Ok(EngineStatus::Reused { arch: running });
     }
     // Nothing answers at the endpoint: an engine is about to be started
     // there, so its port must be the endpoint's.
     plan::check_engine_port(config)?;
-    let binary = match explicit {
-        Some(path) => path,
-        None => resolve::find_npm_binary(&resolve::search_roots())?,
+    let (binary, arch) = match explicit {
+        Some(found) => found,
+        None => (resolve::find_npm_binary_of(&resolve::search_roots(), wanted)?, wanted),
     };
-    spawn::spawn_engine(config, &binary, env).await
+    spawn::spawn_engine(config, &binary, arch, env).await
 }
 
 /// Bound of each step of [`diagnose_reachability`].
@@ -189,8 +222,27 @@ mod tests {
     #[tokio::test]
     async fn reuses_a_running_engine() {
         let server = FakeServer::start(|_, _| json_response(200, r#"{"runtime":"engine","status":"ok"}"#)).await;
+        let config = EngineOptions { endpoint: server.url.clone(), arch: EngineArch::V2, ..Default::default() };
+        let status = ensure_engine_with(&config, &|_| None).await.unwrap();
+        assert!(matches!(status, EngineStatus::Reused { arch: EngineArch::V2 }), "{status:?}");
+        let v3 = r#"{"runtime":"engine","status":"ok","architecture":"v3","version":"3.0.0"}"#;
+        let server = FakeServer::start(move |_, _| json_response(200, v3)).await;
         let config = EngineOptions { endpoint: server.url.clone(), ..Default::default() };
-        assert_eq!(ensure_engine_with(&config, &|_| None).await.unwrap(), EngineStatus::Reused);
+        let status = ensure_engine_with(&config, &|_| None).await.unwrap();
+        assert!(matches!(status, EngineStatus::Reused { arch: EngineArch::V3 }), "{status:?}");
+    }
+
+    #[tokio::test]
+    async fn refuses_a_running_engine_of_the_wrong_kind() {
+        let server =
+            FakeServer::start(|_, _| json_response(200, r#"{"runtime":"engine","status":"ok","version":"2.3.19"}"#))
+                .await;
+        let config = EngineOptions { endpoint: server.url.clone(), arch: EngineArch::V3, ..Default::default() };
+        let err = ensure_engine_with(&config, &|_| None).await.unwrap_err();
+        assert_eq!(code(&err), "engine.wrong_architecture");
+        let message = err.to_string();
+        assert!(message.contains("engine 2.3") && message.contains("engine 3.0"), "{message}");
+        assert!(message.contains("Stop it"), "{message}");
     }
 
     #[tokio::test]
@@ -249,7 +301,10 @@ mod tests {
     async fn engine_that_never_gets_healthy_is_killed() {
         let dir = TestDir::new("hangs");
         let pid_file = dir.path.join("pid");
-        let bin = script(&dir, &format!("echo $$ > {}\nexec sleep 30", pid_file.display()));
+        let bin = script(
+            &dir,
+            &format!("[ \"$1\" = --runtime-info ] && exit 2\necho $$ > {}\nexec sleep 30", pid_file.display()),
+        );
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let config = EngineOptions {
             endpoint: format!("http://127.0.0.1:{port}"),

@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use url::{Host, Url};
 
+use super::profile::EngineArch;
+
 /// The engine's default guard port.
 pub const DEFAULT_ENGINE_PORT: u16 = 6420;
 /// How long we wait for an engine we started to become healthy. The
@@ -31,6 +33,10 @@ pub struct EngineOptions {
     pub engine_host: Option<String>,
     pub engine_port: Option<u16>,
     pub engine_start_timeout: Duration,
+    /// The engine architecture the app needs: the one an engine we start
+    /// must have, and a running one we reuse (an explicit binary decides
+    /// for itself). From the contract profile.
+    pub arch: EngineArch,
 }
 
 impl Default for EngineOptions {
@@ -44,6 +50,7 @@ impl Default for EngineOptions {
             engine_host: None,
             engine_port: None,
             engine_start_timeout: DEFAULT_ENGINE_START_TIMEOUT,
+            arch: EngineArch::V3,
         }
     }
 }
@@ -60,6 +67,7 @@ impl fmt::Debug for EngineOptions {
             .field("engine_host", &self.engine_host)
             .field("engine_port", &self.engine_port)
             .field("engine_start_timeout", &self.engine_start_timeout)
+            .field("arch", &self.arch)
             .finish()
     }
 }

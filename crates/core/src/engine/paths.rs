@@ -2,7 +2,9 @@
 //!
 //! The layout matches the reference engine-process crate on purpose: a host
 //! started by rivetkit-native and one started by the reference RivetKit then
-//! share one engine database (`{root}/var/engine/db`) and log directory.
+//! share one engine database (`{root}/var/engine/db` for engine 2.3,
+//! `{root}/var/engine/depot` for engine 3.0, which reads nothing of 2.3's)
+//! and log directory.
 
 use std::path::PathBuf;
 
@@ -28,8 +30,12 @@ pub fn storage_root(env: Env<'_>) -> Result<PathBuf> {
 pub struct EngineDirs {
     /// `{root}/var/engine`: config files live here.
     pub engine: PathBuf,
-    /// `{root}/var/engine/db`: the engine's file-system database.
+    /// `{root}/var/engine/db`: engine 2.3's file-system database.
     pub db: PathBuf,
+    /// `{root}/var/engine/depot/log`: engine 3.0's log shard directory.
+    pub depot_log: PathBuf,
+    /// `{root}/var/engine/depot/objects`: engine 3.0's object store.
+    pub depot_objects: PathBuf,
     /// `{root}/var/logs/rivet-engine`: per-start stdout/stderr logs.
     pub logs: PathBuf,
 }
@@ -40,12 +46,14 @@ impl EngineDirs {
         Self {
             engine: var.join("engine"),
             db: var.join("engine").join("db"),
+            depot_log: var.join("engine").join("depot").join("log"),
+            depot_objects: var.join("engine").join("depot").join("objects"),
             logs: var.join("logs").join("rivet-engine"),
         }
     }
 
     pub fn create_all(&self) -> Result<()> {
-        for dir in [&self.engine, &self.db, &self.logs] {
+        for dir in [&self.engine, &self.db, &self.depot_log, &self.depot_objects, &self.logs] {
             std::fs::create_dir_all(dir).with_context(|| format!("create directory `{}`", dir.display()))?;
         }
         Ok(())

@@ -19,6 +19,7 @@ use super::errors::invalid_endpoint;
 use super::lookup::Env;
 use super::options::EngineOptions;
 use super::paths::EngineDirs;
+use super::profile::EngineArch;
 
 /// Addresses the engine will use, derived from the endpoint .
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -157,16 +158,43 @@ const _: () = {
 pub const WORKER_CPU_MAX_MILLICORES: u32 = 1_000_000;
 
 /// The engine's environment. Added on top of the inherited
-/// environment, so a user's own `RIVET__*` settings not listed here still apply.
-pub fn engine_env(plan: &EnginePlan, dirs: &EngineDirs, env: Env<'_>) -> Vec<(String, String)> {
+/// environment, so a user's own `RIVET__*` settings not listed here still
+/// apply. The ports are the same for both architectures; the rest follows
+/// the engine profile (`super::profile`).
+pub fn engine_env(arch: EngineArch, plan: &EnginePlan, dirs: &EngineDirs, env: Env<'_>) -> Vec<(String, String)> {
     let host = plan.bind_host.clone();
-    let pairs: [(&str, String); 19] = [
+    let ports: [(&str, String); 6] = [
         ("RIVET__GUARD__HOST", host.clone()),
         ("RIVET__GUARD__PORT", plan.guard_port.to_string()),
         ("RIVET__API_PEER__HOST", host.clone()),
         ("RIVET__API_PEER__PORT", plan.api_peer_port.to_string()),
         ("RIVET__METRICS__HOST", host),
         ("RIVET__METRICS__PORT", plan.metrics_port.to_string()),
+    ];
+    let mut out: Vec<(String, String)> = ports.into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
+    let own = match arch {
+        EngineArch::V2 => v2_env(dirs),
+        EngineArch::V3 => v3_env(dirs),
+    };
+    out.extend(own.into_iter().map(|(k, v)| (k.to_owned(), v)));
+    // No load shedding for the machine's other work (docs/engine.md, "Load
+    // shedding"): on a host without a CPU cgroup of its own, the engine's
+    // workflow worker reads the whole machine's CPU use and, above 70% of
+    // it, pulls fewer ready workflows (5% at 90%), so a busy laptop stalls
+    // actor starts and wakes. Counted against a thousand cores it never
+    // sheds. A value the user set wins. Both architectures have the setting.
+    if env("RIVET__RUNTIME__WORKER_CPU_MAX").is_none() {
+        out.push(("RIVET__RUNTIME__WORKER_CPU_MAX".to_owned(), WORKER_CPU_MAX_MILLICORES.to_string()));
+    }
+    if let Some(token) = admin_token(arch, plan, env) {
+        out.insert(0, ("RIVET__AUTH__ADMIN_TOKEN".to_owned(), token));
+    }
+    out
+}
+
+/// Engine 2.3: a file-system database, and the pegboard's envoy timing.
+fn v2_env(dirs: &EngineDirs) -> Vec<(&'static str, String)> {
+    vec![
         ("RIVET__FILE_SYSTEM__PATH", dirs.db.to_string_lossy().into_owned()),
         // Development tuning: fast retries and short lost/shutdown thresholds.
         // Unlike the reference we leave the retry reset duration (100 ms) and
@@ -200,34 +228,52 @@ pub fn engine_env(plan: &EnginePlan, dirs: &EngineDirs, env: Env<'_>) -> Vec<(St
         ("RIVET__RUNTIME__WORKER_SHUTDOWN_DURATION", "1".into()),
         ("RIVET__RUNTIME__GUARD_SHUTDOWN_DURATION", "1".into()),
         ("RIVET__RUNTIME__FORCE_SHUTDOWN_DURATION", "2".into()),
-    ];
-    let mut out: Vec<(String, String)> = pairs.into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
-    // No load shedding for the machine's other work (docs/engine.md, "Load
-    // shedding"): on a host without a CPU cgroup of its own, the engine's
-    // workflow worker reads the whole machine's CPU use and, above 70% of
-    // it, pulls fewer ready workflows (5% at 90%), so a busy laptop stalls
-    // actor starts and wakes. Counted against a thousand cores it never
-    // sheds. A value the user set wins.
-    if env("RIVET__RUNTIME__WORKER_CPU_MAX").is_none() {
-        out.push(("RIVET__RUNTIME__WORKER_CPU_MAX".to_owned(), WORKER_CPU_MAX_MILLICORES.to_string()));
-    }
-    if let Some(token) = admin_token(plan, env) {
-        out.insert(0, ("RIVET__AUTH__ADMIN_TOKEN".to_owned(), token));
-    }
-    out
+    ]
 }
 
-/// The engine's admin token. `RIVET__AUTH__ADMIN_TOKEN` wins. Otherwise an
-/// engine bound to loopback runs without one, as `@rivetkit/rivetkit-napi`
-/// 2.3.19 starts it: only local processes reach it, and RivetKit clients
-/// that send no token (or its default `dev`) work. An engine bound to any
-/// other address requires the token our envoy presents (else `default`).
-fn admin_token(plan: &EnginePlan, env: Env<'_>) -> Option<String> {
+/// Engine 3.0: one storage worker over a local log directory and a local
+/// object store (both must exist), short stop budgets, and the same
+/// lost-host timing as for 2.3 (the pegboard's `node_*` settings).
+fn v3_env(dirs: &EngineDirs) -> Vec<(&'static str, String)> {
+    vec![
+        ("RIVET__STORAGE__LOG_DIRECTORY", dirs.depot_log.to_string_lossy().into_owned()),
+        ("RIVET__OBJECT_STORAGE__PRIMARY__FILE_SYSTEM__PATH", dirs.depot_objects.to_string_lossy().into_owned()),
+        // One storage worker holds every partition: nothing to balance.
+        ("RIVET__STORAGE__BALANCING__ENABLED", "false".into()),
+        ("RIVET__STORAGE__AUTO_PROVISION_PARTITIONS", "1".into()),
+        // A bounded log on disk; the object store is local already, so a
+        // disk cache in front of it would only hold a second copy.
+        ("RIVET__STORAGE__LOG_SHARD__MAX_DISK_BYTES", V3_LOG_MAX_DISK_BYTES.to_string()),
+        ("RIVET__STORAGE__COLD_STORE__DISK_CACHE_BYTES", "0".into()),
+        // The storage stop must outlast the age at which writes go cold, and
+        // the forced stop both budgets: an engine we start stops in seconds.
+        ("RIVET__STORAGE__WRITE_TO_COLD_AFTER_MS", "5000".into()),
+        ("RIVET__STORAGE__STOP_TIMEOUT_MS", "6000".into()),
+        ("RIVET__STORAGE__STOP_TEARDOWN_MS", "2000".into()),
+        ("RIVET__PEGBOARD__NODE_UPDATE_PING_INTERVAL", ENVOY_PING_INTERVAL_MS.to_string()),
+        ("RIVET__PEGBOARD__NODE_LOST_THRESHOLD", ENVOY_LOST_THRESHOLD_MS.to_string()),
+        ("RIVET__RUNTIME__WORKER_SHUTDOWN_DURATION", "1".into()),
+        ("RIVET__RUNTIME__GUARD_SHUTDOWN_DURATION", "1".into()),
+        ("RIVET__RUNTIME__FORCE_SHUTDOWN_DURATION", "10".into()),
+    ]
+}
+
+/// The log shard's disk bound of an engine 3.0 we start (4 GiB).
+pub const V3_LOG_MAX_DISK_BYTES: u64 = 4 * 1024 * 1024 * 1024;
+
+/// The engine's admin token. `RIVET__AUTH__ADMIN_TOKEN` wins. Engine 3.0
+/// refuses to start without one, so it gets the token our envoy presents
+/// (else `default`). Engine 2.3 bound to loopback runs without one, as
+/// `@rivetkit/rivetkit-napi` 2.3.19 starts it: only local processes reach
+/// it, and RivetKit clients that send no token (or its default `dev`) work;
+/// bound to any other address it requires the envoy's token too.
+fn admin_token(arch: EngineArch, plan: &EnginePlan, env: Env<'_>) -> Option<String> {
     if let Some(token) = env("RIVET__AUTH__ADMIN_TOKEN") {
         return Some(token);
     }
     let loopback = plan.bind_host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback());
-    (!loopback).then(|| plan.admin_token.clone().unwrap_or_else(|| "default".to_owned()))
+    let required = arch == EngineArch::V3 || !loopback;
+    required.then(|| plan.admin_token.clone().unwrap_or_else(|| "default".to_owned()))
 }
 
 /// Topology override; the schema was checked with `rivet-engine config show`.
@@ -321,10 +367,33 @@ mod tests {
     }
 
     #[test]
+    fn engine_3_gets_its_storage_and_always_a_token() {
+        let dirs = EngineDirs::new(PathBuf::from("/r/.rivetkit"));
+        let p = plan(&cfg("http://127.0.0.1:6420")).unwrap();
+        let env: HashMap<_, _> = engine_env(EngineArch::V3, &p, &dirs, &|_| None).into_iter().collect();
+        assert_eq!(env["RIVET__AUTH__ADMIN_TOKEN"], "default", "engine 3.0 does not start without one");
+        assert_eq!(env["RIVET__STORAGE__LOG_DIRECTORY"], "/r/.rivetkit/var/engine/depot/log");
+        assert_eq!(env["RIVET__OBJECT_STORAGE__PRIMARY__FILE_SYSTEM__PATH"], "/r/.rivetkit/var/engine/depot/objects");
+        assert_eq!(env["RIVET__PEGBOARD__NODE_LOST_THRESHOLD"], ENVOY_LOST_THRESHOLD_MS.to_string());
+        assert_eq!(env["RIVET__RUNTIME__WORKER_CPU_MAX"], "1000000");
+        assert_eq!(env["RIVET__GUARD__PORT"], "6420");
+        // Nothing of 2.3's: engine 3.0 refuses unknown settings.
+        for key in env.keys() {
+            assert!(!key.contains("FILE_SYSTEM__PATH") || key.starts_with("RIVET__OBJECT_STORAGE"), "{key}");
+            assert!(!key.contains("ENVOY_") && !key.contains("RUNNER_") && !key.contains("FEATURES"), "{key}");
+        }
+        let token = |k: &str| (k == "RIVET__AUTH__ADMIN_TOKEN").then(|| "sekrit".to_owned());
+        let env = engine_env(EngineArch::V3, &p, &dirs, &token);
+        assert!(env.contains(&("RIVET__AUTH__ADMIN_TOKEN".into(), "sekrit".into())));
+    }
+
+    #[test]
     fn env_matches_the_spec() {
         let dirs = EngineDirs::new(PathBuf::from("/r/.rivetkit"));
         let env: HashMap<_, _> =
-            engine_env(&plan(&cfg("http://127.0.0.1:6420")).unwrap(), &dirs, &|_| None).into_iter().collect();
+            engine_env(EngineArch::V2, &plan(&cfg("http://127.0.0.1:6420")).unwrap(), &dirs, &|_| None)
+                .into_iter()
+                .collect();
         assert!(!env.contains_key("RIVET__AUTH__ADMIN_TOKEN"), "a loopback engine runs without an admin token");
         assert_eq!(env["RIVET__GUARD__PORT"], "6420");
         assert_eq!(env["RIVET__API_PEER__PORT"], "6421");
@@ -338,21 +407,21 @@ mod tests {
         assert_eq!(env["RIVET__RUNTIME__FORCE_SHUTDOWN_DURATION"], "2");
         assert_eq!(env["RIVET__RUNTIME__WORKER_CPU_MAX"], "1000000", "no load shedding for the machine's other work");
         let own = |k: &str| (k == "RIVET__RUNTIME__WORKER_CPU_MAX").then(|| "2000".to_owned());
-        let env = engine_env(&plan(&cfg("http://127.0.0.1:6420")).unwrap(), &dirs, &own);
+        let env = engine_env(EngineArch::V2, &plan(&cfg("http://127.0.0.1:6420")).unwrap(), &dirs, &own);
         assert!(
             !env.iter().any(|(k, _)| k == "RIVET__RUNTIME__WORKER_CPU_MAX"),
             "the user's value is inherited as it is"
         );
 
         let token = |k: &str| (k == "RIVET__AUTH__ADMIN_TOKEN").then(|| "sekrit".to_owned());
-        let env = engine_env(&plan(&cfg("http://127.0.0.1:6420")).unwrap(), &dirs, &token);
+        let env = engine_env(EngineArch::V2, &plan(&cfg("http://127.0.0.1:6420")).unwrap(), &dirs, &token);
         assert!(env.contains(&("RIVET__AUTH__ADMIN_TOKEN".into(), "sekrit".into())));
 
         // Bound beyond loopback, the engine requires the token our envoy presents.
         let mut exposed = cfg("http://127.0.0.1:6420");
         exposed.engine_host = Some("0.0.0.0".into());
         exposed.token = Some("dev".into());
-        let env = engine_env(&plan(&exposed).unwrap(), &dirs, &|_: &str| None);
+        let env = engine_env(EngineArch::V2, &plan(&exposed).unwrap(), &dirs, &|_: &str| None);
         assert!(env.contains(&("RIVET__AUTH__ADMIN_TOKEN".into(), "dev".into())));
     }
 }

@@ -34,6 +34,7 @@ use serde_json::json;
 
 use super::lookup::{process_env, Env};
 use super::options::EngineOptions;
+use super::profile::EngineArch;
 use crate::error::RivetError;
 
 /// The binary's file name on this OS.
@@ -83,11 +84,12 @@ pub fn explicit_binary(config: &EngineOptions, env: Env<'_>) -> Result<Option<Pa
 }
 
 /// Steps 1-3 against the process environment, without probing for a
-/// running engine (useful for a CLI that wants the path itself).
+/// running engine (useful for a CLI that wants the path itself). Step 3
+/// looks for a binary of `config.arch`.
 pub fn resolve_engine_binary(config: &EngineOptions) -> Result<PathBuf> {
     match explicit_binary(config, &process_env)? {
         Some(path) => Ok(path),
-        None => find_npm_binary(&search_roots()),
+        None => find_npm_binary_of(&search_roots(), config.arch),
     }
 }
 
@@ -173,24 +175,105 @@ fn module_path_of(_address: usize) -> Option<PathBuf> {
     None
 }
 
-/// Step 3 over `roots`; missing everywhere is `engine.binary_not_found`.
-pub fn find_npm_binary(roots: &[PathBuf]) -> Result<PathBuf> {
-    let platform = npm_platform_package();
-    for root in roots {
-        let scope = root.join("node_modules").join("@rivetkit");
-        let dev = scope.join("engine-cli").join(binary_name());
-        if dev.is_file() {
-            return Ok(dev);
+/// Step 3 over `roots`: every installed engine binary, in the order Node
+/// would find them. In each root: the dev binary next to the meta package,
+/// the platform package at the top, the platform package nested under the
+/// meta package; then, for every package one level down that carries its
+/// own engine (npm nests `rivetkit@2.3.19`'s `@rivetkit/engine-cli@2.3.19`
+/// under it when the top level holds 3.0.0, and the other way round), the
+/// same three under that package's `node_modules`.
+pub fn npm_binaries(roots: &[PathBuf]) -> Vec<PathBuf> {
+    let platform = npm_platform_package().and_then(|p| p.strip_prefix("@rivetkit/"));
+    let in_modules = |modules: &Path| -> Vec<PathBuf> {
+        let scope = modules.join("@rivetkit");
+        let mut found = vec![scope.join("engine-cli").join(binary_name())];
+        if let Some(pkg) = platform {
+            found.push(scope.join(pkg).join(binary_name()));
+            found.push(scope.join("engine-cli/node_modules/@rivetkit").join(pkg).join(binary_name()));
         }
-        if let Some(pkg) = platform.and_then(|p| p.strip_prefix("@rivetkit/")) {
-            let top = scope.join(pkg).join(binary_name());
-            let nested = scope.join("engine-cli/node_modules/@rivetkit").join(pkg).join(binary_name());
-            if let Some(found) = [top, nested].into_iter().find(|c| c.is_file()) {
-                return Ok(found);
-            }
+        found
+    };
+    let mut out: Vec<PathBuf> = Vec::new();
+    let mut push = |path: PathBuf| {
+        if path.is_file() && !out.contains(&path) {
+            out.push(path);
+        }
+    };
+    for root in roots {
+        let modules = root.join("node_modules");
+        if !modules.is_dir() {
+            continue;
+        }
+        in_modules(&modules).into_iter().for_each(&mut push);
+        for package in packages_in(&modules) {
+            in_modules(&package.join("node_modules")).into_iter().for_each(&mut push);
         }
     }
-    let Some(platform) = platform else {
+    out
+}
+
+/// The package directories directly in a `node_modules` (scoped ones too),
+/// sorted, without npm's own dot-folders.
+fn packages_in(modules: &Path) -> Vec<PathBuf> {
+    let entries = |dir: &Path| -> Vec<PathBuf> {
+        let mut list: Vec<PathBuf> = std::fs::read_dir(dir)
+            .map(|read| read.flatten().map(|e| e.path()).filter(|p| p.is_dir()).collect())
+            .unwrap_or_default();
+        list.sort();
+        list
+    };
+    let mut out = Vec::new();
+    for entry in entries(modules) {
+        let name = entry.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        if name.starts_with('.') {
+            continue;
+        }
+        if name.starts_with('@') {
+            out.extend(entries(&entry));
+        } else {
+            out.push(entry);
+        }
+    }
+    out
+}
+
+/// The first binary of [`npm_binaries`] whose architecture is `arch`
+/// (asked with `--runtime-info`). None of that architecture is
+/// `engine.wrong_architecture` when others are installed (naming them and
+/// the release to install), `engine.binary_not_found` when none is.
+pub fn find_npm_binary_of(roots: &[PathBuf], arch: EngineArch) -> Result<PathBuf> {
+    let found = npm_binaries(roots);
+    let mut others = Vec::new();
+    for path in found {
+        match EngineArch::of_binary(&path) {
+            Some(have) if have == arch => return Ok(path),
+            Some(have) => others.push((path, have)),
+            None => tracing::debug!(binary = %path.display(), "an engine binary that does not run; skipped"),
+        }
+    }
+    if others.is_empty() {
+        return not_found(roots, arch);
+    }
+    let listed: Vec<String> = others.iter().map(|(p, a)| format!("{} ({})", p.display(), a.label())).collect();
+    Err(RivetError::new(
+        crate::error_codes::ENGINE_WRONG_ARCHITECTURE,
+        format!(
+            "This app needs {} but the engine binaries installed here are of another kind: {}. Run \
+             `npm install @rivetkit/engine-cli@{}` in your project, or set RIVET_ENGINE_BINARY to a {} binary.",
+            arch.label(),
+            listed.join(", "),
+            arch.npm_release(),
+            arch.label()
+        ),
+    )
+    .with_metadata(json!({ "wanted": arch.label(), "found": listed }))
+    .into_anyhow())
+}
+
+/// Missing everywhere: `engine.binary_not_found` (or, on a platform the
+/// engine is not published for, `engine.binary_unavailable`).
+fn not_found(roots: &[PathBuf], arch: EngineArch) -> Result<PathBuf> {
+    let Some(platform) = npm_platform_package() else {
         return Err(RivetError::new(
             crate::error_codes::ENGINE_BINARY_UNAVAILABLE,
             format!(
@@ -207,9 +290,10 @@ pub fn find_npm_binary(roots: &[PathBuf]) -> Result<PathBuf> {
         crate::error_codes::ENGINE_BINARY_NOT_FOUND,
         format!(
             "Rivet Engine binary not found: no node_modules/{platform}/{} above this addon's \
-             directory or the current directory. Run `npm install @rivetkit/engine-cli` in your project, or set \
+             directory or the current directory. Run `npm install @rivetkit/engine-cli@{}` in your project, or set \
              RIVET_ENGINE_BINARY to the path of a rivet-engine binary.",
-            binary_name()
+            binary_name(),
+            arch.npm_release()
         ),
     )
     .with_metadata(json!({
@@ -260,23 +344,25 @@ mod tests {
         assert_eq!(explicit_binary(&EngineOptions::default(), &env).unwrap(), Some(a));
     }
 
+    #[cfg(unix)]
     #[test]
     fn finds_npm_package_in_an_ancestor() {
         let Some(platform) = npm_platform_package() else {
             return;
         };
         let dir = TestDir::new("npm");
-        let bin = dir.file(&format!("node_modules/{platform}/{}", binary_name()));
+        let bin = dir.engine(&format!("node_modules/{platform}/{}", binary_name()), EngineArch::V3);
         let nested = dir.path.join("packages/app/src");
         std::fs::create_dir_all(&nested).unwrap();
         let roots: Vec<PathBuf> = nested.ancestors().map(Path::to_path_buf).collect();
-        assert_eq!(find_npm_binary(&roots).unwrap(), bin);
+        assert_eq!(find_npm_binary_of(&roots, EngineArch::V3).unwrap(), bin);
 
         // A dev binary next to the meta package is preferred, like getEnginePath().
-        let dev = dir.file(&format!("node_modules/@rivetkit/engine-cli/{}", binary_name()));
-        assert_eq!(find_npm_binary(&roots).unwrap(), dev);
+        let dev = dir.engine(&format!("node_modules/@rivetkit/engine-cli/{}", binary_name()), EngineArch::V3);
+        assert_eq!(find_npm_binary_of(&roots, EngineArch::V3).unwrap(), dev);
     }
 
+    #[cfg(unix)]
     #[test]
     fn roots_walk_up_from_the_addon_before_the_current_directory() {
         let Some(platform) = npm_platform_package() else {
@@ -295,23 +381,55 @@ mod tests {
         assert!(roots.iter().position(|r| r == &dir.path.join("app")).unwrap() < cwd_at);
         assert_eq!(roots.iter().filter(|r| **r == dir.path).count(), 1, "no repeats");
 
-        assert_eq!(code(&find_npm_binary(&roots_from([cwd.clone()])).unwrap_err()), "engine.binary_not_found");
-        let bin = dir.file(&format!("app/node_modules/{platform}/{}", binary_name()));
-        assert_eq!(find_npm_binary(&roots).unwrap(), bin);
+        assert_eq!(
+            code(&find_npm_binary_of(&roots_from([cwd.clone()]), EngineArch::V3).unwrap_err()),
+            "engine.binary_not_found"
+        );
+        let bin = dir.engine(&format!("app/node_modules/{platform}/{}", binary_name()), EngineArch::V3);
+        assert_eq!(find_npm_binary_of(&roots, EngineArch::V3).unwrap(), bin);
         // The cwd's own engine comes second.
-        let other = dir.file(&format!("elsewhere/node_modules/{platform}/{}", binary_name()));
-        assert_eq!(find_npm_binary(&roots).unwrap(), bin);
-        assert_eq!(find_npm_binary(&roots_from([cwd])).unwrap(), other);
+        let other = dir.engine(&format!("elsewhere/node_modules/{platform}/{}", binary_name()), EngineArch::V3);
+        assert_eq!(find_npm_binary_of(&roots, EngineArch::V3).unwrap(), bin);
+        assert_eq!(find_npm_binary_of(&roots_from([cwd]), EngineArch::V3).unwrap(), other);
     }
 
+    #[cfg(unix)]
     #[test]
     fn finds_the_platform_package_nested_under_the_meta_package() {
         let Some(platform) = npm_platform_package() else {
             return;
         };
         let dir = TestDir::new("nested");
-        let bin = dir.file(&format!("node_modules/@rivetkit/engine-cli/node_modules/{platform}/{}", binary_name()));
-        assert_eq!(find_npm_binary(std::slice::from_ref(&dir.path)).unwrap(), bin);
+        let bin = dir.engine(
+            &format!("node_modules/@rivetkit/engine-cli/node_modules/{platform}/{}", binary_name()),
+            EngineArch::V3,
+        );
+        assert_eq!(find_npm_binary_of(std::slice::from_ref(&dir.path), EngineArch::V3).unwrap(), bin);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn each_app_finds_the_engine_of_its_architecture() {
+        let Some(platform) = npm_platform_package() else {
+            return;
+        };
+        // npm's layout with rivetkit-native (engine 3.0 at the top) beside a
+        // rivetkit@2.3.19 app, whose own engine-cli 2.3.19 is nested under it.
+        let dir = TestDir::new("by-arch");
+        let v3 = dir.engine(&format!("node_modules/{platform}/{}", binary_name()), EngineArch::V3);
+        let v2 =
+            dir.engine(&format!("node_modules/rivetkit/node_modules/{platform}/{}", binary_name()), EngineArch::V2);
+        let roots = std::slice::from_ref(&dir.path);
+        assert_eq!(npm_binaries(roots), vec![v3.clone(), v2.clone()]);
+        assert_eq!(find_npm_binary_of(roots, EngineArch::V3).unwrap(), v3);
+        assert_eq!(find_npm_binary_of(roots, EngineArch::V2).unwrap(), v2);
+
+        // Only the other kind installed: said, with the release to install.
+        let only2 = TestDir::new("only-v2");
+        only2.engine(&format!("node_modules/{platform}/{}", binary_name()), EngineArch::V2);
+        let err = find_npm_binary_of(std::slice::from_ref(&only2.path), EngineArch::V3).unwrap_err();
+        assert_eq!(code(&err), "engine.wrong_architecture");
+        assert!(err.to_string().contains("npm install @rivetkit/engine-cli@3.0.0"), "{err}");
     }
 
     #[test]
@@ -327,7 +445,7 @@ mod tests {
     #[test]
     fn missing_everywhere_tells_the_user_what_to_do() {
         let dir = TestDir::new("none");
-        let err = find_npm_binary(std::slice::from_ref(&dir.path)).unwrap_err();
+        let err = find_npm_binary_of(std::slice::from_ref(&dir.path), EngineArch::V3).unwrap_err();
         if npm_platform_package().is_some() {
             assert_eq!(code(&err), "engine.binary_not_found");
             assert!(err.to_string().contains("npm install @rivetkit/engine-cli"));

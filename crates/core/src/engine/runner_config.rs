@@ -1,4 +1,5 @@
-//! Making sure the local engine has a runner config for our pool.
+//! Making sure the local engine has our pool: a runner config on engine
+//! 2.3, a pool (`PUT /pools/{pool}`) on engine 3.0 (docs/engine.md).
 //!
 //! Why: without a runner config for the pool, the engine closes the envoy
 //! socket (`ws.no_runner_config`) and the envoy client reconnects forever.
@@ -21,6 +22,7 @@ use url::Url;
 use super::errors::invalid_endpoint;
 use super::http;
 use super::options::{is_local_endpoint, EngineOptions};
+use super::profile::{is_dns_label, EngineArch};
 use crate::error::RivetError;
 
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
@@ -40,8 +42,9 @@ impl Default for RetryPolicy {
     }
 }
 
-/// Upserts the normal runner config of `config.pool_name` on a local engine;
-/// does nothing for a remote endpoint.
+/// Upserts the normal runner config (engine 2.3) or the pool (engine 3.0)
+/// of `config.pool_name` on a local engine whose architecture is
+/// `config.arch`; does nothing for a remote endpoint.
 pub async fn ensure_runner_config(config: &EngineOptions) -> Result<()> {
     ensure_runner_config_with(config, RetryPolicy::default()).await
 }
@@ -52,10 +55,24 @@ pub async fn ensure_runner_config_with(config: &EngineOptions, policy: RetryPoli
         return Ok(());
     }
     let api = EngineApi::new(config)?;
+    let arch = config.arch;
+    if arch.wants_dns_label_pools() && !is_dns_label(&config.pool_name) {
+        return Err(failed(
+            config,
+            "the pool name",
+            400,
+            "",
+            "engine 3.0 takes only pool names of 1-63 lowercase letters, digits and hyphens",
+        ));
+    }
     let attempts = policy.attempts.max(1);
     let mut attempt = 1;
     loop {
-        let failure = match upsert_once(&api, config).await {
+        let once = match arch {
+            EngineArch::V2 => upsert_once(&api, config).await,
+            EngineArch::V3 => upsert_pool_once(&api, config).await,
+        };
+        let failure = match once {
             Ok(()) => {
                 tracing::debug!(pool = %config.pool_name, attempt, "runner config is in place");
                 return Ok(());
@@ -67,7 +84,7 @@ pub async fn ensure_runner_config_with(config: &EngineOptions, policy: RetryPoli
             return Err(exhausted(config, attempts, failure));
         }
         tracing::debug!(attempt, reason = %failure.reason(), "engine not ready for the runner config; retrying");
-        tokio::time::sleep(policy.interval).await;
+        tokio::time::sleep(failure.retry_after().unwrap_or(policy.interval)).await;
         attempt += 1;
     }
 }
@@ -93,6 +110,24 @@ async fn upsert_once(api: &EngineApi<'_>, config: &EngineOptions) -> Result<(), 
     check(&response, "PUT /runner-configs", config)
 }
 
+/// Engine 3.0: `PUT /pools/{pool}`, which creates or updates the pool.
+async fn upsert_pool_once(api: &EngineApi<'_>, config: &EngineOptions) -> Result<(), Failure> {
+    let url = api.url(&["pools", &config.pool_name])?;
+    let body = json!({ "drain_on_version_upgrade": true });
+    let response = http::put_json(&url, api.token, &body, REQUEST_TIMEOUT).await.map_err(Failure::Transport)?;
+    check(&response, "PUT /pools", config)
+}
+
+/// The architecture of the engine at the endpoint, from its `/health`; the
+/// one the app expects when it does not answer (the requests that follow
+/// then say why).
+pub async fn running_arch(config: &EngineOptions) -> EngineArch {
+    match super::health::probe_engine(&config.endpoint).await {
+        Ok(Some(health)) => health.arch(),
+        _ => config.arch,
+    }
+}
+
 /// Waits until the local engine lists the envoy `envoy_key` among its
 /// pool's envoys (`GET /envoys?name=<pool>`), at most `within`.
 ///
@@ -107,10 +142,15 @@ pub async fn wait_until_listed(config: &EngineOptions, envoy_key: &str, within: 
         return;
     }
     let Ok(api) = EngineApi::new(config) else { return };
+    let arch = config.arch;
     let deadline = tokio::time::Instant::now() + within;
     let mut pause = Duration::from_millis(10);
     loop {
-        match listed(&api, &config.pool_name, envoy_key).await {
+        let answer = match arch {
+            EngineArch::V2 => listed(&api, &config.pool_name, envoy_key).await,
+            EngineArch::V3 => listed_node(&api, &config.pool_name, envoy_key).await,
+        };
+        match answer {
             Ok(true) => return,
             Ok(false) => {}
             Err(failure) => tracing::debug!(reason = %failure.reason(), "could not ask the engine for its envoys"),
@@ -149,6 +189,31 @@ async fn listed(api: &EngineApi<'_>, pool: &str, envoy_key: &str) -> Result<bool
     Ok(envoys.envoys.iter().any(|e| e.envoy_key == envoy_key && e.stop_ts.is_none()))
 }
 
+/// Engine 3.0: whether `GET /pools/{pool}/nodes` lists a node with this
+/// key that has not stopped.
+async fn listed_node(api: &EngineApi<'_>, pool: &str, envoy_key: &str) -> Result<bool, Failure> {
+    let url = api.url(&["pools", pool, "nodes"])?;
+    let response = http::get(&url, api.token, REQUEST_TIMEOUT).await.map_err(Failure::Transport)?;
+    if !response.is_success() {
+        return Err(Failure::NotReady(format!("GET /pools/{{pool}}/nodes answered HTTP {}", response.status)));
+    }
+    let body: Value = response
+        .json()
+        .map_err(|e| Failure::NotReady(format!("GET /pools/{{pool}}/nodes answered an unexpected body: {e:#}")))?;
+    Ok(node_is_listed(&body, envoy_key))
+}
+
+/// Whether a nodes listing names `key` on a node that has not stopped.
+fn node_is_listed(body: &Value, key: &str) -> bool {
+    let nodes = body.get("nodes").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+    nodes.iter().any(|node| {
+        let names_key =
+            ["node_key", "envoy_key", "key"].iter().any(|f| node.get(*f).and_then(Value::as_str) == Some(key));
+        let stopped = ["stop_ts", "stopped_at"].iter().any(|f| node.get(*f).is_some_and(|v| !v.is_null()));
+        names_key && !stopped
+    })
+}
+
 /// Sorts a non-2xx answer into retryable or fatal.
 fn check(response: &http::Response, what: &str, config: &EngineOptions) -> Result<(), Failure> {
     if response.is_success() {
@@ -160,6 +225,11 @@ fn check(response: &http::Response, what: &str, config: &EngineOptions) -> Resul
         .and_then(|v| v.get("code").and_then(Value::as_str).map(|c| c == "not_found"))
         .unwrap_or(false);
     let status = response.status;
+    // Engine 3.0 sheds load with `retry_after_ms` in the body (400
+    // `depot.overloaded` while its storage opens or moves): try again then.
+    if let Some(ms) = retry_after_ms(&body) {
+        return Err(Failure::Overloaded(format!("{what} answered HTTP {status}: {}", clip(&body)), ms));
+    }
     if status == 404 || status == 429 || status >= 500 || code_not_found {
         return Err(Failure::NotReady(format!("{what} answered HTTP {status}: {}", clip(&body))));
     }
@@ -170,6 +240,8 @@ fn check(response: &http::Response, what: &str, config: &EngineOptions) -> Resul
 enum Failure {
     Transport(anyhow::Error),
     NotReady(String),
+    /// The engine asked to be asked again after this many milliseconds.
+    Overloaded(String, u64),
     Fatal(anyhow::Error),
 }
 
@@ -177,9 +249,35 @@ impl Failure {
     fn reason(&self) -> String {
         match self {
             Failure::Transport(e) | Failure::Fatal(e) => format!("{e:#}"),
-            Failure::NotReady(reason) => reason.clone(),
+            Failure::NotReady(reason) | Failure::Overloaded(reason, _) => reason.clone(),
         }
     }
+
+    /// The engine's own retry hint, bounded to 10 ms..5 s.
+    fn retry_after(&self) -> Option<Duration> {
+        match self {
+            Failure::Overloaded(_, ms) => Some(Duration::from_millis((*ms).clamp(10, 5_000))),
+            _ => None,
+        }
+    }
+}
+
+/// The `retry_after_ms` of an overload answer: a body field, or the
+/// `retry after N ms` of its message (engine 3.0's `depot.overloaded`).
+pub fn retry_after_ms(body: &str) -> Option<u64> {
+    let value: Value = serde_json::from_str(body).ok()?;
+    if let Some(ms) = value.get("retry_after_ms").and_then(Value::as_u64) {
+        return Some(ms);
+    }
+    if let Some(ms) = value.get("metadata").and_then(|m| m.get("retry_after_ms")).and_then(Value::as_u64) {
+        return Some(ms);
+    }
+    if value.get("code").and_then(Value::as_str) != Some("overloaded") {
+        return None;
+    }
+    let message = value.get("message").and_then(Value::as_str)?;
+    let after = message.split("retry after ").nth(1)?;
+    after.split(" ms").next()?.trim().parse().ok()
 }
 
 struct EngineApi<'a> {
@@ -299,6 +397,7 @@ mod tests {
             endpoint: endpoint.to_owned(),
             token: Some("dev".into()),
             pool_name: "my pool".into(),
+            arch: EngineArch::V2,
             ..Default::default()
         }
     }
@@ -316,6 +415,47 @@ mod tests {
 
     fn code(err: &anyhow::Error) -> String {
         RivetError::extract(err).qualified_code()
+    }
+
+    #[test]
+    fn overload_answers_carry_their_wait() {
+        let depot = r#"{"code":"overloaded","group":"depot","message":"The storage host refused the command (routing_unavailable); retry after 100 ms."}"#;
+        assert_eq!(retry_after_ms(depot), Some(100));
+        assert_eq!(retry_after_ms(r#"{"code":"x","retry_after_ms":250}"#), Some(250));
+        assert_eq!(retry_after_ms(r#"{"code":"not_found","message":"retry after 5 ms"}"#), None);
+        assert_eq!(retry_after_ms("not json"), None);
+    }
+
+    #[test]
+    fn a_node_listing_names_the_key() {
+        let body = serde_json::json!({"nodes": [{"node_key": "a", "stop_ts": null}, {"node_key": "b", "stop_ts": 5}]});
+        assert!(node_is_listed(&body, "a"));
+        assert!(!node_is_listed(&body, "b"), "a stopped node does not count");
+        assert!(!node_is_listed(&body, "c"));
+        assert!(!node_is_listed(&serde_json::json!({}), "a"));
+    }
+
+    #[tokio::test]
+    async fn engine_3_gets_a_pool_after_its_overload_answers() {
+        let puts = std::sync::atomic::AtomicUsize::new(0);
+        let server = FakeServer::start(move |req: &Recorded, _| match (req.method.as_str(), req.path()) {
+            ("PUT", "/pools/my-pool") if puts.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 => {
+                json_response(400, r#"{"group":"depot","code":"overloaded","message":"retry after 20 ms"}"#)
+            }
+            ("PUT", "/pools/my-pool") => json_response(200, r#"{"pool":{"name":"my-pool"}}"#),
+            _ => json_response(404, "{}"),
+        })
+        .await;
+        let config = EngineOptions { pool_name: "my-pool".into(), arch: EngineArch::V3, ..config(&server.url) };
+        ensure_runner_config_with(&config, FAST).await.unwrap();
+        let puts: Vec<_> = server.requests().into_iter().filter(|r| r.method == "PUT").collect();
+        assert_eq!(puts.len(), 2);
+        assert_eq!(puts[1].target, "/pools/my-pool?namespace=default");
+        assert_eq!(puts[1].header("authorization").as_deref(), Some("Bearer dev"));
+
+        let config = EngineOptions { pool_name: "My_Pool".into(), ..config };
+        let err = ensure_runner_config_with(&config, FAST).await.unwrap_err();
+        assert!(err.to_string().contains("lowercase letters"), "{err}");
     }
 
     #[tokio::test]

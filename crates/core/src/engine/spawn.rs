@@ -1,11 +1,15 @@
-//! Starting `rivet-engine start` and waiting until it is healthy.
+//! Starting the engine (`rivet-engine start --config FILE` for 2.3,
+//! `rivet-engine --config FILE` for 3.0) and waiting until it is healthy
+//! and, for 3.0, ready (its storage open).
 //!
-//! Lifetime rule: the engine is an *intentional orphan*. A host stopping (or
-//! crashing) must not stop it, so the next host start reuses it with its
-//! state. Hence: its own process group (terminal Ctrl-C does not reach it),
-//! stdout/stderr to files (no pipes that close with us), never killed on
-//! drop. The one exception is a spawn that never became healthy: that child
-//! is killed, because it has no state worth keeping and would block a retry.
+//! Lifetime rule (docs/engine.md, "Who stops the engine"): an engine this
+//! host started belongs to it, and the serve run stops it when the host
+//! shuts down ([`super::SpawnedEngine::stop`]). It still runs in its own
+//! process group (the terminal's Ctrl-C goes to the host, which decides)
+//! with stdout/stderr in files (no pipes that close with us), so a host that
+//! crashes leaves it running and the next start reuses it with its state.
+//! A spawn that never became healthy is killed at once: it has no state
+//! worth keeping and would block a retry.
 //!
 //! Why `std::process` and not `tokio::process`: dropping a still-running
 //! tokio `Child` hands it to tokio's orphan reaper, which installs a SIGCHLD
@@ -16,23 +20,34 @@
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::Result;
 use serde_json::json;
 
+use super::errors::spawn_failed;
 use super::health::{self, WaitOutcome, WaitReport};
 use super::lookup::Env;
 use super::options::EngineOptions;
 use super::paths::{storage_root, EngineDirs};
 use super::plan::{config_file, engine_env, plan, EnginePlan};
-use super::status::EngineStatus;
+use super::profile::EngineArch;
+use super::ready;
+use super::status::{EngineStatus, SpawnedEngine};
 use crate::error::RivetError;
 
 const KILL_WAIT: Duration = Duration::from_secs(5);
 
-/// Spawns the engine and waits for `/health` (at most `engine_start_timeout`).
-pub async fn spawn_engine(config: &EngineOptions, binary: &Path, env: Env<'_>) -> Result<EngineStatus> {
+/// Spawns the engine of architecture `arch` and waits for `/health` and,
+/// for 3.0, readiness (together at most `engine_start_timeout`).
+pub async fn spawn_engine(
+    config: &EngineOptions,
+    binary: &Path,
+    arch: EngineArch,
+    env: Env<'_>,
+) -> Result<EngineStatus> {
     let plan = plan(config)?;
     let dirs = EngineDirs::new(storage_root(env)?);
     dirs.create_all().map_err(|e| spawn_failed(binary, &format!("{e:#}")))?;
@@ -46,20 +61,17 @@ pub async fn spawn_engine(config: &EngineOptions, binary: &Path, env: Env<'_>) -
     let stderr_log = dirs.logs.join(format!("engine-{stamp}-stderr.log"));
     let (stdout, stderr) = (open_log(binary, &stdout_log)?, open_log(binary, &stderr_log)?);
 
+    let vars = engine_env(arch, &plan, &dirs, env);
+    let admin_token = vars.iter().find(|(k, _)| k == "RIVET__AUTH__ADMIN_TOKEN").map(|(_, v)| v.clone());
     let mut command = Command::new(binary);
-    command
-        .arg("start")
-        .arg("--config")
-        .arg(&config_path)
-        .envs(engine_env(&plan, &dirs, env))
-        .stdin(Stdio::null())
-        .stdout(stdout)
-        .stderr(stderr);
+    command.args(arch.subcommand());
+    command.arg("--config").arg(&config_path).envs(vars).stdin(Stdio::null()).stdout(stdout).stderr(stderr);
     detach(&mut command);
 
     tracing::info!(
-        "starting Rivet Engine {} on {} (logs: {})",
+        "starting Rivet Engine {} ({}) on {} (logs: {})",
         binary.display(),
+        arch.label(),
         config.endpoint,
         stdout_log.with_file_name(format!("engine-{stamp}-{{stdout,stderr}}.log")).display()
     );
@@ -74,7 +86,15 @@ pub async fn spawn_engine(config: &EngineOptions, binary: &Path, env: Env<'_>) -
             if let Some(status) = exit_status(&mut child) {
                 // Lost a start race: another engine owns the port and answered.
                 tracing::warn!(pid, %status, "our engine exited but another engine serves {}; reusing it", config.endpoint);
-                return Ok(EngineStatus::Reused);
+                return Ok(EngineStatus::Reused { arch: health.arch() });
+            }
+            if arch == EngineArch::V3 {
+                let budget = config.engine_start_timeout.saturating_sub(report.elapsed);
+                if let Err(reason) = ready::wait_until_ready(config, admin_token.as_deref(), budget).await {
+                    let status = kill_half_started(&mut child).await;
+                    let what = format!("{status}; its storage did not open: {reason}");
+                    return Err(health_failed(config, &plan, &report, &what, &logs));
+                }
             }
             tracing::info!(
                 pid,
@@ -82,13 +102,13 @@ pub async fn spawn_engine(config: &EngineOptions, binary: &Path, env: Env<'_>) -
                 "engine ready after {} ms",
                 report.elapsed.as_millis()
             );
-            reap_in_background(child, pid);
-            Ok(EngineStatus::Spawned { pid, log_dir: dirs.logs })
+            let exited = reap_in_background(child, pid);
+            Ok(EngineStatus::Spawned(SpawnedEngine { pid, log_dir: dirs.logs, arch, exited }))
         }
         WaitOutcome::Exited(status) => {
-            if health::probe_engine(&config.endpoint).await.ok().flatten().is_some() {
+            if let Some(health) = health::probe_engine(&config.endpoint).await.ok().flatten() {
                 tracing::warn!(pid, %status, "our engine exited but another engine serves {}; reusing it", config.endpoint);
-                return Ok(EngineStatus::Reused);
+                return Ok(EngineStatus::Reused { arch: health.arch() });
             }
             Err(health_failed(config, &plan, &report, &format!("the engine exited ({status})"), &logs))
         }
@@ -137,21 +157,23 @@ async fn kill_half_started(child: &mut Child) -> String {
     "the half-started engine was killed but had not exited after 5 s".to_owned()
 }
 
-/// Reaps the engine if it exits while we run, so it never lingers as a
-/// zombie, and says so. Dropping the handle would not stop the engine either.
-fn reap_in_background(mut child: Child, pid: u32) {
-    let spawned =
-        std::thread::Builder::new().name("rivet-engine-reaper".to_owned()).spawn(move || match child.wait() {
-            Ok(status) => tracing::warn!(
-                pid,
-                %status,
-                "the Rivet Engine exited while this host was running; the next start will spawn a new one"
-            ),
+/// Reaps the engine when it exits, so it never lingers as a zombie, and
+/// says so; the flag it returns turns true once the process is reaped. A
+/// plain thread: it holds nothing of Node's event loop.
+fn reap_in_background(mut child: Child, pid: u32) -> Arc<AtomicBool> {
+    let exited = Arc::new(AtomicBool::new(false));
+    let flag = exited.clone();
+    let spawned = std::thread::Builder::new().name("rivet-engine-reaper".to_owned()).spawn(move || {
+        match child.wait() {
+            Ok(status) => tracing::debug!(pid, %status, "the Rivet Engine process exited"),
             Err(error) => tracing::debug!(pid, %error, "cannot wait for the engine process"),
-        });
+        }
+        flag.store(true, Ordering::Release);
+    });
     if let Err(error) = spawned {
         tracing::debug!(%error, "could not start the engine reaper thread");
     }
+    exited
 }
 
 struct Logs {
@@ -226,15 +248,6 @@ fn open_log(binary: &Path, path: &Path) -> Result<File> {
         .append(true)
         .open(path)
         .map_err(|e| spawn_failed(binary, &format!("open log `{}`: {e}", path.display())))
-}
-
-fn spawn_failed(binary: &Path, reason: &str) -> anyhow::Error {
-    RivetError::new(
-        crate::error_codes::ENGINE_SPAWN_FAILED,
-        format!("Could not start the Rivet Engine `{}`: {reason}", binary.display()),
-    )
-    .with_metadata(json!({ "path": binary.display().to_string(), "reason": reason }))
-    .into_anyhow()
 }
 
 #[cfg(test)]

@@ -26,6 +26,23 @@ impl TestDir {
     }
 }
 
+impl TestDir {
+    /// An executable stand-in for a `rivet-engine` binary of `arch` at
+    /// `rel`: it answers `--runtime-info` as that architecture does.
+    #[cfg(unix)]
+    pub fn engine(&self, rel: &str, arch: crate::engine::EngineArch) -> PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let path = self.file(rel);
+        let body = match arch {
+            crate::engine::EngineArch::V3 => r#"echo '{"architecture":"v3","runtime":"engine","version":"3.0.0"}'"#,
+            crate::engine::EngineArch::V2 => "echo \"error: unexpected argument '$1' found\" >&2; exit 2",
+        };
+        std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).expect("write fake engine");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod fake engine");
+        path
+    }
+}
+
 impl Drop for TestDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.path);

@@ -15,7 +15,7 @@ pub use serve::ServeHandle;
 // For the serverless runtime, whose envoys connect and drain the same way.
 pub(crate) use config::should_manage_engine;
 pub(crate) use drain::drain;
-pub(crate) use serve::{connect_envoy, left_running_message};
+pub(crate) use serve::connect_envoy;
 
 use crate::actor::ActorFactory;
 

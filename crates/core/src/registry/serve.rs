@@ -63,34 +63,42 @@ impl CoreRegistry {
         let metadata = self.actor_metadata();
         let dispatcher = Dispatcher::new(self.into_factories());
 
-        // Said once when this run ends, however it ends: the engine we
-        // started keeps running on purpose, and the user should know how
-        // to stop it.
-        let left_running = LeftRunning::default();
+        // The engine this run starts belongs to it: stopped when the run
+        // ends, however it ends (docs/engine.md, "Who stops the engine").
+        let owned = OwnedEngine::default();
         let setup = async {
             // A list of nodes is a cluster someone else runs: never spawned.
             let manage = match config.engine_spawn {
                 EngineSpawnMode::Auto if !config.fallback_endpoints.is_empty() => false,
                 mode => should_manage_engine(&config.endpoint, mode)?,
             };
+            let mut options = config.engine_options();
+            let mut arch = None;
             if manage {
-                match engine::ensure_engine(&config.engine_options()).await? {
+                let status = engine::ensure_engine(&options).await?;
+                arch = Some(status.arch());
+                match status {
                     // `engine::ensure_engine` said so already, with the version.
-                    engine::EngineStatus::Reused => {}
-                    engine::EngineStatus::Spawned { pid, .. } => {
-                        left_running.set(pid, &config.endpoint);
-                        tracing::info!(endpoint = %config.endpoint, pid, "Rivet Engine started")
+                    engine::EngineStatus::Reused { .. } => {}
+                    engine::EngineStatus::Spawned(spawned) => {
+                        tracing::info!(endpoint = %config.endpoint, pid = spawned.pid, "Rivet Engine started");
+                        owned.set(spawned);
                     }
                 }
             }
             let local = is_local_endpoint(&config.endpoint) && config.fallback_endpoints.is_empty();
             if local {
-                engine::ensure_runner_config_with(&config.engine_options(), runner_config_policy(&config)).await?;
+                // The engine that answers decides how its pool is made.
+                options.arch = match arch {
+                    Some(arch) => arch,
+                    None => engine::running_arch(&options).await,
+                };
+                engine::ensure_runner_config_with(&options, runner_config_policy(&config)).await?;
             }
             let envoy = connect_envoy(&config, &dispatcher, metadata).await?;
             if local {
                 // Ready means placeable: the engine lists this host.
-                engine::wait_until_listed(&config.engine_options(), &envoy.get_envoy_key(), LISTED_WAIT).await;
+                engine::wait_until_listed(&options, &envoy.get_envoy_key(), LISTED_WAIT).await;
             }
             Ok::<_, anyhow::Error>(envoy)
         };
@@ -98,9 +106,17 @@ impl CoreRegistry {
             biased;
             _ = shutdown.cancelled() => {
                 tracing::info!("shutdown requested before the registry finished starting");
+                owned.stop().await;
                 return Ok(());
             }
-            envoy = setup => envoy?,
+            envoy = setup => envoy,
+        };
+        let envoy = match envoy {
+            Ok(envoy) => envoy,
+            Err(err) => {
+                owned.stop().await;
+                return Err(err);
+            }
         };
         on_ready(ServeHandle { envoy: envoy.clone(), dispatcher: dispatcher.clone() });
         tracing::info!(pool = %config.pool_name, endpoint = %config.endpoint, "registry serving");
@@ -108,6 +124,7 @@ impl CoreRegistry {
         shutdown.cancelled().await;
         tracing::debug!(target: crate::DRAIN_TRACE, "shutdown token cancelled");
         super::drain::drain(&config, &envoy, &dispatcher).await;
+        owned.stop().await;
         Ok(())
     }
 }
@@ -116,31 +133,23 @@ impl CoreRegistry {
 /// engine to list this host before it says it is ready anyway.
 const LISTED_WAIT: Duration = Duration::from_secs(10);
 
-/// The engine this run started, announced once when the run ends (drop).
+/// The engine this run started, if any: stopped once the drain is done (or
+/// setup failed). A run that is dropped without ending (the host process
+/// exits) leaves it running, and the next start reuses it.
 #[derive(Default)]
-struct LeftRunning(std::sync::Mutex<Option<(u32, String)>>);
+struct OwnedEngine(std::sync::Mutex<Option<engine::SpawnedEngine>>);
 
-impl LeftRunning {
-    fn set(&self, pid: u32, endpoint: &str) {
-        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some((pid, endpoint.to_owned()));
+impl OwnedEngine {
+    fn set(&self, spawned: engine::SpawnedEngine) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(spawned);
     }
-}
 
-impl Drop for LeftRunning {
-    fn drop(&mut self) {
-        if let Some((pid, endpoint)) = self.0.get_mut().unwrap_or_else(|p| p.into_inner()).take() {
-            tracing::info!(pid, endpoint = %endpoint, "{}", left_running_message(pid, &endpoint));
+    async fn stop(&self) {
+        let spawned = self.0.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(spawned) = spawned {
+            spawned.stop().await;
         }
     }
-}
-
-/// What we say about an engine we started and leave running.
-pub fn left_running_message(pid: u32, endpoint: &str) -> String {
-    let stop = if cfg!(windows) { format!("taskkill /PID {pid} /T /F") } else { format!("kill {pid}") };
-    format!(
-        "the Rivet Engine this process started (pid {pid}, {endpoint}) keeps running, and the next start \
-         reuses it; stop it with `{stop}`"
-    )
 }
 
 /// The runner-config wait shares the envoy's connect bound: one setting
@@ -218,6 +227,10 @@ pub(crate) async fn connect_envoy(
     }
     match started {
         Ok(Ok(())) => Ok(envoy),
+        Ok(Err(_)) if envoy.fatal().is_some_and(|why| why.starts_with("pool.not_found")) => {
+            envoy.shutdown(true);
+            Err(pool_not_found(config))
+        }
         outcome => {
             envoy.shutdown(true);
             let mut reason = match outcome {
@@ -233,6 +246,25 @@ pub(crate) async fn connect_envoy(
     }
 }
 
+/// `engine.pool_not_found`: engine 3.0 refused the envoy because its pool
+/// does not exist. Fatal: retrying cannot make it exist.
+fn pool_not_found(config: &ServeConfig) -> anyhow::Error {
+    RivetError::new(
+        crate::error_codes::ENGINE_POOL_NOT_FOUND,
+        format!(
+            "The Rivet Engine at {} has no pool '{}' in namespace '{}', so it refused this host. Create the pool \
+             (PUT /pools/{}), or set the pool name your operator created (RIVET_POOL_NAME).",
+            config.endpoint, config.pool_name, config.namespace, config.pool_name
+        ),
+    )
+    .with_metadata(serde_json::json!({
+        "endpoint": config.endpoint,
+        "pool": config.pool_name,
+        "namespace": config.namespace,
+    }))
+    .into_anyhow()
+}
+
 /// `engine.unreachable`: the engine did not accept this host, and why.
 fn unreachable(config: &ServeConfig, reason: &str) -> anyhow::Error {
     RivetError::new(
@@ -245,16 +277,4 @@ fn unreachable(config: &ServeConfig, reason: &str) -> anyhow::Error {
     )
     .with_metadata(serde_json::json!({ "endpoint": config.endpoint, "pool": config.pool_name }))
     .into_anyhow()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn left_running_message_says_how_to_stop_it() {
-        let message = left_running_message(4242, "http://127.0.0.1:6420");
-        assert!(message.contains("pid 4242") && message.contains("http://127.0.0.1:6420"), "{message}");
-        assert!(message.contains(if cfg!(windows) { "taskkill /PID 4242" } else { "`kill 4242`" }), "{message}");
-    }
 }

@@ -59,7 +59,8 @@ pub struct ServerlessRuntime {
     /// Set once the local engine is known to run ([`Self::ensure_engine`]).
     engine: tokio::sync::OnceCell<()>,
     /// The engine this runtime started, announced at shutdown.
-    spawned_engine: Mutex<Option<u32>>,
+    /// The engine this host started, stopped at shutdown (docs/engine.md).
+    spawned_engine: Mutex<Option<engine::SpawnedEngine>>,
 }
 
 impl ServerlessRuntime {
@@ -95,10 +96,10 @@ impl ServerlessRuntime {
                 if should_manage_engine(&self.config.endpoint, self.config.engine_spawn)? {
                     match engine::ensure_engine(&self.config.engine_options()).await? {
                         // `engine::ensure_engine` said so already, with the version.
-                        engine::EngineStatus::Reused => {}
-                        engine::EngineStatus::Spawned { pid, .. } => {
-                            *self.spawned_engine.lock().unwrap_or_else(|p| p.into_inner()) = Some(pid);
-                            tracing::info!(endpoint = %self.config.endpoint, pid, "Rivet Engine started")
+                        engine::EngineStatus::Reused { .. } => {}
+                        engine::EngineStatus::Spawned(spawned) => {
+                            tracing::info!(endpoint = %self.config.endpoint, pid = spawned.pid, "Rivet Engine started");
+                            *self.spawned_engine.lock().unwrap_or_else(|p| p.into_inner()) = Some(spawned);
                         }
                     }
                 }
@@ -248,8 +249,9 @@ impl ServerlessRuntime {
                 if tokio::time::timeout(STREAMS_WAIT, self.streams.wait()).await.is_err() {
                     tracing::warn!("serverless event streams did not end after the drain");
                 }
-                if let Some(pid) = self.spawned_engine.lock().unwrap_or_else(|p| p.into_inner()).take() {
-                    tracing::info!(pid, "{}", crate::registry::left_running_message(pid, &self.config.endpoint));
+                let spawned = self.spawned_engine.lock().unwrap_or_else(|p| p.into_inner()).take();
+                if let Some(spawned) = spawned {
+                    spawned.stop().await;
                 }
             })
             .await;

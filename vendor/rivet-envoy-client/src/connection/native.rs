@@ -65,6 +65,29 @@ async fn connection_loop(shared: Arc<SharedContext>) {
 				// cluster-wide stall held its registration, docs/deploy.md), so
 				// the envoy connects again.
 				if let Some(reason) = &close_reason {
+					// rivetkit-native patch: engine 3.0 closes with
+					// `pool.not_found` when the pool does not exist. Only an
+					// operator can create it, so the envoy gives up and says
+					// why (as the published 3.0 client does).
+					if reason.group == "pool" && reason.error == "not_found" {
+						let why = format!(
+							"pool.not_found: the engine has no pool '{}' in namespace '{}'",
+							shared.config.pool_name, shared.config.namespace
+						);
+						tracing::error!(
+							"{why}; the envoy stops (create the pool with PUT /pools/{{pool}})"
+						);
+						*shared.fatal.lock().unwrap_or_else(|p| p.into_inner()) = Some(why);
+						shared.shutting_down.store(true, Ordering::Release);
+						let _ = crate::envoy::send_to_envoy_tx(
+							&shared,
+							ToEnvoyMessage::ConnClose {
+								evict: true,
+								session,
+							},
+						);
+						return;
+					}
 					let evicted = reason.group == "ws" && reason.error == "eviction";
 					if evicted && !shared.shutting_down.load(Ordering::Acquire) {
 						tracing::warn!("the engine evicted this connection: connecting again");
