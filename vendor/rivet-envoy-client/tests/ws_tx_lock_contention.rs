@@ -142,6 +142,7 @@ fn new_shared_context() -> Arc<SharedContext> {
 		connection_session_tx: tokio::sync::watch::channel(0).0,
 		protocol_metadata: Arc::new(tokio::sync::Mutex::new(None)),
 		shutting_down: std::sync::atomic::AtomicBool::new(false),
+		fatal: std::sync::Mutex::new(None),
 		last_ping_ts: std::sync::atomic::AtomicI64::new(0),
 		lease_proof_ms: std::sync::atomic::AtomicI64::new(0),
 		connect_started_ms: std::sync::atomic::AtomicI64::new(0),
