@@ -4,7 +4,7 @@
 // shutdown()). A second run reuses the engine the first one left running.
 
 import assert from "node:assert/strict";
-import { execFileSync, spawn } from "node:child_process";
+import { spawn } from "node:child_process";
 import { once } from "node:events";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -13,18 +13,17 @@ import { fileURLToPath } from "node:url";
 import { after, test } from "node:test";
 
 import { findFreePorts, waitFor } from "./helpers/engine.mjs";
+import { stopEnginesUnder } from "./helpers/processes.mjs";
 
 const EXIT_BOUND_MS = 5_000;
 const example = fileURLToPath(new URL("../examples/counter/main.mjs", import.meta.url));
 const storage = mkdtempSync(join(tmpdir(), "rivetkit-native-example-"));
 let endpoint;
 
-after(() => {
+after(async () => {
 	// The embedded engine is left running on purpose (the next start reuses
 	// it); the test owns its storage dir, so it stops that engine itself.
-	try {
-		execFileSync("pkill", ["-TERM", "-f", storage]);
-	} catch {}
+	await stopEnginesUnder(storage);
 	rmSync(storage, { recursive: true, force: true });
 });
 

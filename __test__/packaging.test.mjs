@@ -48,6 +48,7 @@ import { after, before, describe, test } from "node:test";
 import { INSTALL_SCRIPTS } from "../scripts/pack-manifest.mjs";
 import { BINARY_NAME, hostPlatform } from "../scripts/platform.mjs";
 import { findFreePorts, waitFor } from "./helpers/engine.mjs";
+import { stopEnginesUnder } from "./helpers/processes.mjs";
 
 const EXIT_BOUND_MS = 5_000;
 const root = fileURLToPath(new URL("..", import.meta.url));
@@ -147,7 +148,7 @@ describe("packaging: the published layout, installed with no Rust toolchain", {
 		for (const p of packed) tarballs[p.name] = join(out, p.filename);
 	});
 
-	after(() => {
+	after(async () => {
 		for (const { child, enginePid } of started) {
 			if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
 			const pid = enginePid();
@@ -157,6 +158,8 @@ describe("packaging: the published layout, installed with no Rust toolchain", {
 				} catch {}
 			}
 		}
+		// Any other engine with its storage here (a pid the log did not show).
+		await stopEnginesUnder(work);
 		rmSync(work, { recursive: true, force: true });
 	});
 

@@ -33,6 +33,7 @@ import { after, before, describe, test } from "node:test";
 
 import { BINARY_NAME, hostPlatform } from "../scripts/platform.mjs";
 import { createActor, findFreePorts, gatewayFetch, waitFor } from "./helpers/engine.mjs";
+import { stopEnginesUnder } from "./helpers/processes.mjs";
 
 const EXIT_BOUND_MS = 10_000;
 const root = fileURLToPath(new URL("..", import.meta.url));
@@ -106,7 +107,7 @@ describe("README snippets, run as written", { skip }, () => {
 		for (const dir of ["my-server", "my-app"]) mkdirSync(join(work, dir));
 	});
 
-	after(() => {
+	after(async () => {
 		for (const child of children) {
 			if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
 		}
@@ -116,6 +117,8 @@ describe("README snippets, run as written", { skip }, () => {
 				process.kill(enginePid, "SIGKILL");
 			} catch {}
 		}
+		// Any other engine with its storage here (a pid the log did not show).
+		await stopEnginesUnder(work);
 		rmSync(work, { recursive: true, force: true });
 	});
 

@@ -21,6 +21,7 @@ import { after, before, describe, test } from "node:test";
 import { createClient } from "rivetkit/client";
 
 import { findFreePorts, gatewayFetch, waitFor } from "./helpers/engine.mjs";
+import { stopEnginesUnder } from "./helpers/processes.mjs";
 
 const EXIT_BOUND_MS = 5_000;
 const START_TIMEOUT_MS = 90_000;
@@ -140,6 +141,8 @@ describe("RivetKit example app on rivetkit-native", () => {
 				if (alive()) process.kill(pid, "SIGKILL");
 			}
 		}
+		// Any other engine with its storage here (a pid the log did not show).
+		await stopEnginesUnder(storage);
 		rmSync(storage, { recursive: true, force: true });
 	});
 

@@ -21,12 +21,26 @@
 // A file's output is printed only when it failed (its whole TAP stream);
 // each finished file gets one line. The run ends with "N passed, N failed"
 // counted over the tests of every job, and exits 1 if any job failed.
+//
+// No engine outlives the run. Every job's environment carries the run's
+// id and the file's name (RIVETKIT_TEST_RUN, RIVETKIT_TEST_FILE), which
+// every engine it starts inherits (the harness's, and those the addon
+// starts), and a RIVETKIT_STORAGE_PATH in the run's temporary directory
+// (unless one is set), so that an engine the addon starts for a test that
+// named no storage keeps its data there, not in ~/.rivetkit. After the
+// pool, any rivet-engine process started during the run that carries this
+// run's id, or none but runs a binary or uses a directory of this checkout
+// or of the tests' temporary directories, is listed with the file that
+// started it, stopped, and fails the run.
 
 import { spawn } from "node:child_process";
-import { mkdirSync, readdirSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { basename, dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
+import { TEMP_PREFIX } from "../__test__/helpers/engine.mjs";
+import { engineProcesses, engineUses, stopPids } from "../__test__/helpers/processes.mjs";
 import { node22, NODE22_LEFT_OUT } from "./node22.mjs";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
@@ -44,6 +58,13 @@ const allFiles = readdirSync(testDir)
 	.filter((name) => name.endsWith(".test.mjs"))
 	.sort();
 const files = args.length ? args.map((a) => basename(a)) : allFiles;
+
+/** This run's id, in every job's environment and so in every engine a job starts. */
+const runId = `${process.pid}-${Date.now()}`;
+/** The run's temporary directory: the default engine storage of its jobs. */
+const runTemp = mkdtempSync(join(tmpdir(), `${TEMP_PREFIX}test-run-`));
+/** The engines already running when the run began: not the run's. */
+const enginesBefore = new Set(engineProcesses().map((p) => p.pid));
 
 /**
  * Seconds each file took in a fresh clone's `npm test` here (rounded; the
@@ -93,7 +114,13 @@ function runFile(nodeBin, label, file, round) {
 	return new Promise((resolve) => {
 		const child = spawn(nodeBin, ["--test", "--test-reporter=tap", join(testDir, file)], {
 			cwd: root,
-			env: { ...process.env, PATH: `${dirname(nodeBin)}:${process.env.PATH}` },
+			env: {
+				...process.env,
+				PATH: `${dirname(nodeBin)}:${process.env.PATH}`,
+				RIVETKIT_TEST_RUN: runId,
+				RIVETKIT_TEST_FILE: `${label} ${file}`,
+				RIVETKIT_STORAGE_PATH: process.env.RIVETKIT_STORAGE_PATH || join(runTemp, "storage"),
+			},
 			stdio: ["ignore", "pipe", "pipe"],
 		});
 		let out = "";
@@ -122,6 +149,55 @@ function runFile(nodeBin, label, file, round) {
 			resolve(result);
 		});
 	});
+}
+
+/**
+ * The engines the run left behind: started during the run, and carrying
+ * its id, or no id at all but a binary or directory of this checkout or of
+ * the tests' temporary directories. Those of another run (its own id: a
+ * second suite in this checkout) are its business. An engine still
+ * stopping on its own (its host's exit stops it) gets `graceMs`.
+ */
+async function leftBehind({ graceMs = 12_000 } = {}) {
+	const tempDirs = join(tmpdir(), TEMP_PREFIX);
+	const find = () =>
+		engineProcesses().filter((p) => {
+			if (enginesBefore.has(p.pid)) return false;
+			const run = p.env?.RIVETKIT_TEST_RUN;
+			if (run) return run === runId;
+			return engineUses(p, root) || engineUses(p, tempDirs) || engineUses(p, runTemp);
+		});
+	const deadline = Date.now() + graceMs;
+	let found = find();
+	while (found.length && Date.now() < deadline) {
+		await new Promise((r) => setTimeout(r, 250));
+		found = find();
+	}
+	return found;
+}
+
+/** Lists, stops and counts the engines the run left behind. */
+async function checkEngines() {
+	const left = await leftBehind();
+	if (left.length) {
+		console.log(`\n${left.length} rivet-engine process(es) outlived the test that started them:`);
+		for (const p of left) {
+			const data = Object.entries(p.env ?? {})
+				.filter(([k]) => /^RIVET__(FILE_SYSTEM__PATH|STORAGE__LOG_DIRECTORY|OBJECT_STORAGE__.*PATH)$/.test(k))
+				.map(([k, v]) => `${k}=${v}`);
+			console.log(
+				`  pid ${p.pid}, started by ${p.env?.RIVETKIT_TEST_FILE ?? "an unknown test"}: ${p.argv.join(" ")}` +
+					(data.length ? `\n    ${data.join("\n    ")}` : ""),
+			);
+		}
+		await stopPids(
+			left.map((p) => p.pid),
+			{ timeoutMs: 10_000 },
+		);
+		console.log("  (stopped now)");
+	}
+	rmSync(runTemp, { recursive: true, force: true });
+	return left.length;
 }
 
 async function main() {
@@ -182,8 +258,10 @@ async function main() {
 			console.log(`  round ${r.round} ${r.label} ${r.file}: ${tests}`);
 		}
 	}
-	console.log(`${passed} passed, ${failed} failed`);
-	process.exit(failures.length ? 1 : 0);
+	const leftEngines = await checkEngines();
+	const engines = leftEngines ? `, ${leftEngines} engine(s) left behind` : "";
+	console.log(`${passed} passed, ${failed} failed${engines}`);
+	process.exit(failures.length || leftEngines ? 1 : 0);
 }
 
 await main();
