@@ -1,8 +1,17 @@
-// Drop-in compatibility with `@rivetkit/rivetkit-napi@2.3.19`: every class,
-// method and exported function of its index.d.ts is declared in ours and
-// exported at runtime; and none is a stub: a probe calls every method an
-// action can reach and fails on any `rivetkit-native.unsupported` (the
-// error stubs gave before everything was built).
+// Drop-in compatibility with `@rivetkit/rivetkit-napi`, 2.3.19 and 3.0.0:
+// every class, method and exported function of its index.d.ts is declared
+// in ours and exported at runtime, and every field of its interfaces is
+// declared with a type that admits the reference's; and none is a stub: a
+// probe calls every method an action can reach and fails on any
+// `rivetkit-native.unsupported` (the error stubs gave before everything was
+// built).
+//
+// The references are the root's devDependencies: `@rivetkit/rivetkit-napi`
+// (pinned to 2.3.19) and `rivetkit-napi-3` (an npm alias of
+// `@rivetkit/rivetkit-napi@3.0.0`). The tests named "3.0 contract" check
+// what 3.0.0 added (`CancellationListener`, `engineSpawn?: boolean`,
+// `sqliteProfiling.queries`/`fingerprints`); they fail until the addon's
+// 3.0 work lands (/work/shared/notes/rivetkit-3.md).
 
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
@@ -16,81 +25,143 @@ import { getOrCreateActor, startEngine } from "./helpers/engine.mjs";
 
 const require = createRequire(import.meta.url);
 
-function referenceDts() {
+/** The reference package of each contract version (root devDependencies). */
+const REFERENCES = { "2.3.19": "@rivetkit/rivetkit-napi", "3.0.0": "rivetkit-napi-3" };
+
+function referenceDts(version = "2.3.19") {
 	// The package's `exports` only exposes ".", so resolve its entry point
 	// (resolution does not load it) and read the files next to it.
-	const dir = dirname(require.resolve("@rivetkit/rivetkit-napi"));
-	const version = JSON.parse(readFileSync(join(dir, "package.json"), "utf8")).version;
-	assert.equal(version, "2.3.19", "the reference package must be pinned to 2.3.19");
+	const dir = dirname(require.resolve(REFERENCES[version]));
+	const pinned = JSON.parse(readFileSync(join(dir, "package.json"), "utf8")).version;
+	assert.equal(pinned, version, `the reference package ${REFERENCES[version]} must be pinned to ${version}`);
 	return readFileSync(join(dir, "index.d.ts"), "utf8");
 }
 
 const ours = readFileSync(new URL("../index.d.ts", import.meta.url), "utf8");
 
-/** `{classes: Map<name, Set<method>>, functions: Set<name>}` of a d.ts. */
+/**
+ * `{classes: Map<name, Set<method>>, functions: Set<name>, interfaces:
+ * Map<name, Map<field, type>>}` of a d.ts.
+ */
 function surface(dts) {
 	const classes = new Map();
 	const functions = new Set();
+	const interfaces = new Map();
 	let current = null;
+	let fields = null;
 	for (const raw of dts.split("\n")) {
 		const line = raw.trim();
 		if (line.startsWith("*") || line.startsWith("/")) continue;
 		const cls = /^export declare class (\w+)/.exec(line);
 		const fn = /^export declare function (\w+)/.exec(line);
+		const iface = /^export interface (\w+)/.exec(line);
 		const method = /^(?:static\s+)?(\w+)\s*\(/.exec(line);
+		const field = /^(\w+)\??:\s*(.*)$/.exec(line);
 		if (cls) {
 			current = new Set();
 			classes.set(cls[1], current);
 		} else if (fn) {
 			functions.add(fn[1]);
-		} else if (current && line === "}") {
+		} else if (iface) {
+			fields = new Map();
+			interfaces.set(iface[1], fields);
+		} else if ((current || fields) && line === "}") {
 			current = null;
+			fields = null;
 		} else if (current && method) {
 			current.add(method[1]);
+		} else if (fields && field) {
+			fields.set(field[1], field[2]);
 		}
 	}
-	return { classes, functions };
+	return { classes, functions, interfaces };
+}
+
+/** What `reference` declares that `mine` does not: classes, methods, functions. */
+function missingDeclarations(reference, mine) {
+	const missing = [];
+	for (const [name, methods] of reference.classes) {
+		const have = mine.classes.get(name);
+		if (!have) {
+			missing.push(`class ${name}`);
+			continue;
+		}
+		for (const method of methods) if (!have.has(method)) missing.push(`${name}.${method}`);
+	}
+	for (const fn of reference.functions) if (!mine.functions.has(fn)) missing.push(`function ${fn}`);
+	return missing;
+}
+
+/** What `reference` declares that the loaded addon does not export at runtime. */
+function missingExports(reference) {
+	const missing = [];
+	for (const name of reference.classes.keys()) if (typeof native[name] !== "function") missing.push(name);
+	for (const name of reference.functions) if (typeof native[name] !== "function") missing.push(name);
+	for (const [name, methods] of reference.classes) {
+		const proto = native[name]?.prototype;
+		if (!proto) continue;
+		for (const method of methods) {
+			if (method === "constructor") continue;
+			if (typeof proto[method] !== "function") missing.push(`${name}.prototype.${method}`);
+		}
+	}
+	return missing;
+}
+
+const PRIMITIVES = ["boolean", "number", "string", "bigint", "Buffer"];
+
+/**
+ * Interface fields of `reference` that `mine` lacks, or whose type does not
+ * admit the reference's: each primitive the reference's type names must be
+ * in ours (ours may be narrower elsewhere: string unions, precise objects).
+ */
+function missingFields(reference, mine) {
+	const missing = [];
+	for (const [name, fields] of reference.interfaces) {
+		const have = mine.interfaces.get(name);
+		if (!have) {
+			missing.push(`interface ${name}`);
+			continue;
+		}
+		for (const [field, type] of fields) {
+			if (!have.has(field)) {
+				missing.push(`${name}.${field}`);
+				continue;
+			}
+			const named = (t, p) => new RegExp(`\\b${p}\\b`).test(t);
+			const lacking = PRIMITIVES.filter((p) => named(type, p) && !named(have.get(field), p));
+			if (lacking.length) missing.push(`${name}.${field}: ${type} (ours: ${have.get(field)})`);
+		}
+	}
+	return missing;
 }
 
 describe("surface of @rivetkit/rivetkit-napi@2.3.19", () => {
-	const reference = surface(referenceDts());
+	const reference = surface(referenceDts("2.3.19"));
 	const mine = surface(ours);
 
 	test("the reference surface was parsed", () => {
 		assert.ok(reference.classes.size >= 15, `only ${reference.classes.size} classes parsed`);
 		assert.ok(reference.classes.get("ActorContext").size >= 50);
 		assert.ok(reference.functions.has("setTelemetryLogSink"));
+		assert.ok(reference.interfaces.size >= 40, `only ${reference.interfaces.size} interfaces parsed`);
+		assert.ok(reference.interfaces.get("JsServeConfig").has("poolName"));
 	});
 
 	test("index.d.ts declares every class, method and function", () => {
-		const missing = [];
-		for (const [name, methods] of reference.classes) {
-			const have = mine.classes.get(name);
-			if (!have) {
-				missing.push(`class ${name}`);
-				continue;
-			}
-			for (const method of methods) if (!have.has(method)) missing.push(`${name}.${method}`);
-		}
-		for (const fn of reference.functions) if (!mine.functions.has(fn)) missing.push(`function ${fn}`);
+		const missing = missingDeclarations(reference, mine);
+		assert.deepEqual(missing, [], `missing from index.d.ts:\n${missing.join("\n")}`);
+	});
+
+	test("index.d.ts declares every interface field, with a type that admits the reference's", () => {
+		const missing = missingFields(reference, mine);
 		assert.deepEqual(missing, [], `missing from index.d.ts:\n${missing.join("\n")}`);
 	});
 
 	test("index.js exports every class and function at runtime", () => {
-		const missing = [];
-		for (const name of reference.classes.keys()) if (typeof native[name] !== "function") missing.push(name);
-		for (const name of reference.functions) if (typeof native[name] !== "function") missing.push(name);
-		for (const [name, methods] of reference.classes) {
-			const proto = native[name]?.prototype;
-			if (!proto) continue;
-			for (const method of methods) {
-				if (method === "constructor") continue;
-				if (typeof proto[method] !== "function") missing.push(`${name}.prototype.${method}`);
-			}
-		}
+		const missing = missingExports(reference);
 		assert.deepEqual(missing, [], `missing from index.js:\n${missing.join("\n")}`);
 	});
-
 	test("harmless telemetry functions work", async () => {
 		assert.equal(
 			native.setTelemetryLogSink(() => {}),
@@ -133,7 +204,50 @@ describe("surface of @rivetkit/rivetkit-napi@2.3.19", () => {
 	});
 });
 
-const reference = surface(referenceDts());
+describe("surface of @rivetkit/rivetkit-napi@3.0.0", () => {
+	const reference = surface(referenceDts("3.0.0"));
+	const mine = surface(ours);
+
+	test("the reference 3.0.0 surface was parsed, and the reference loads", () => {
+		assert.ok(reference.classes.size >= 16, `only ${reference.classes.size} classes parsed`);
+		assert.deepEqual([...reference.classes.get("CancellationListener")], ["release"]);
+		assert.match(reference.interfaces.get("JsServeConfig").get("engineSpawn"), /^boolean$/);
+		// Its platform package is installed nested (2.3.19's is at the top).
+		const loaded = require(REFERENCES["3.0.0"]);
+		assert.equal(typeof loaded.CancellationListener, "function");
+		assert.equal(typeof loaded.CoreRegistry, "function");
+	});
+
+	test("3.0 contract: index.d.ts declares every class, method and function", () => {
+		const missing = missingDeclarations(reference, mine);
+		assert.deepEqual(missing, [], `missing from index.d.ts:\n${missing.join("\n")}`);
+	});
+
+	test("3.0 contract: index.d.ts declares every interface field, with a type that admits the reference's", () => {
+		const missing = missingFields(reference, mine);
+		assert.deepEqual(missing, [], `missing from index.d.ts:\n${missing.join("\n")}`);
+	});
+
+	test("3.0 contract: index.js exports every class and function at runtime", () => {
+		const missing = missingExports(reference);
+		assert.deepEqual(missing, [], `missing from index.js:\n${missing.join("\n")}`);
+	});
+
+	test("3.0 contract: onCancelled returns a CancellationListener whose release() is idempotent", () => {
+		const token = new native.CancellationToken();
+		let fired = 0;
+		const released = token.onCancelled(() => fired++);
+		assert.ok(released instanceof native.CancellationListener, `got ${released}`);
+		released.release();
+		released.release();
+		const kept = token.onCancelled(() => fired++);
+		token.cancel();
+		kept.release(); // a no-op after firing
+		assert.equal(token.aborted(), true);
+	});
+});
+
+const reference = surface(referenceDts("2.3.19"));
 const isUnsupported = (err) => err?.code === "rivetkit-native.unsupported" || err?.group === "rivetkit-native";
 const PROBE_SKIP = new Set(["constructor", "ActorContext.sleep", "ActorContext.destroy", "JsNativeDatabase.close"]);
 
