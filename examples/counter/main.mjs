@@ -2,7 +2,7 @@
 //
 //   npm start
 //
-// Starts (or reuses) a local Rivet Engine on http://127.0.0.1:6420, serves
+// Starts (or reuses) a local Rivet Engine 3.0 on http://127.0.0.1:6420, serves
 // the `counter` actor and prints a curl line that reaches it through the
 // engine's gateway. Ctrl-C is handled here, by the application: the library
 // never installs a signal handler.
@@ -63,9 +63,13 @@ const serving = registry.serve({ endpoint, poolName: pool });
 serving.catch(() => {});
 try {
 	await registry.waitReady();
+	// Engine 3.0 asks every client for a token (`default` for the engine
+	// `serve()` starts); engine 2.3 on loopback ignores it.
+	const token = process.env.RIVET_TOKEN ?? "default";
 	const url =
 		`${endpoint}/gateway/counter/request/increment` +
-		`?rvt-namespace=default&rvt-method=getOrCreate&rvt-pool=${pool}&rvt-key=demo&rvt-crash-policy=sleep`;
+		`?rvt-namespace=default&rvt-method=getOrCreate&rvt-pool=${pool}&rvt-key=demo&rvt-crash-policy=sleep` +
+		`&rvt-token=${encodeURIComponent(token)}`;
 	console.log(`\nready. try:\n\n  curl -X POST '${url}'\n\nCtrl-C to stop.`);
 } catch (err) {
 	console.error(`could not start: ${err.message}`);
