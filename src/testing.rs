@@ -85,6 +85,13 @@ pub fn test_call_callback<'env>(
     })
 }
 
+/// @internal How many `onCancelled` listeners have a task waiting for
+/// their token now (a released or fired listener has none).
+#[napi(js_name = "__testWaitingCancellationListeners")]
+pub fn test_waiting_cancellation_listeners() -> u32 {
+    crate::classes::cancellation_token::waiting_listeners() as u32
+}
+
 /// @internal Whether `TCP_NODELAY` is set on the socket `fd` of this process
 /// (`getsockopt`; Node has no way to read it). For the test that the addon
 /// leaves sockets it did not open alone. Unix only.

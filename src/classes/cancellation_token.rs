@@ -18,7 +18,14 @@
 //! task (an uncaught exception), as for `AbortSignal` listeners.
 //!
 //! Each listener waiting for a token that is never cancelled keeps one idle
-//! task; tokens the core hands out are cancelled when their dispatch ends.
+//! task and its threadsafe function until the token is cancelled or the
+//! listener is released: `onCancelled` returns a [`CancellationListener`]
+//! whose `release()` ends that task and frees the function without calling
+//! the callback (RivetKit 3.0 releases every listener when its context is
+//! disposed; 2.3 ignores the return; docs/versions.md). Release is explicit
+//! only: dropping the listener object does not release it, so a callback
+//! still fires for a caller that kept no reference to its registration.
+//! Tokens the core hands out are cancelled when their dispatch ends.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -30,18 +37,56 @@ use napi_derive::napi;
 use tokio_util::sync::CancellationToken as TokioToken;
 
 /// A listener registered through this JS object, for `cancel()` to run
-/// directly. `fired` is shared with the waiting task: whoever sets it first
-/// runs the listener.
+/// directly. `fired` is shared with the waiting task and the listener's
+/// `release()`: whoever sets it first decides (runs the callback, or drops
+/// it unrun).
 struct LocalListener {
     fired: Arc<AtomicBool>,
     function: FunctionRef<(), UnknownReturnValue>,
 }
 
+/// The listeners registered through one JS object; only the JS thread
+/// locks it (`cancel()`, `onCancelled`, `release()`).
+type LocalListeners = Arc<Mutex<Vec<LocalListener>>>;
+
 /// A cancellation signal shared between JavaScript and Rust.
 #[napi]
 pub struct CancellationToken {
     inner: TokioToken,
-    local: Mutex<Vec<LocalListener>>,
+    local: LocalListeners,
+}
+
+/// The registration `CancellationToken.onCancelled` returns.
+///
+/// `release()` stops waiting for the cancellation without calling the
+/// callback, ends the task that waited and frees its threadsafe function.
+/// Dropping this object releases nothing: the callback must still fire when
+/// the caller keeps no reference to its registration.
+#[napi]
+pub struct CancellationListener {
+    /// Claimed by whoever comes first: the callback's run or `release()`.
+    fired: Arc<AtomicBool>,
+    /// Ends the waiting task (`None`: nothing waits, e.g. the token was
+    /// already cancelled at registration).
+    stop_waiting: Option<TokioToken>,
+    local: LocalListeners,
+}
+
+#[napi]
+impl CancellationListener {
+    /// Stops waiting for the cancellation without calling the callback.
+    /// Idempotent, and a no-op once the callback has fired.
+    #[napi]
+    pub fn release(&self) {
+        if self.fired.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        if let Some(stop) = &self.stop_waiting {
+            stop.cancel();
+        }
+        // Its function reference is released here, on the JS thread.
+        lock(&self.local).retain(|l| !Arc::ptr_eq(&l.fired, &self.fired));
+    }
 }
 
 #[napi]
@@ -75,11 +120,19 @@ impl CancellationToken {
     }
 
     /// Runs `callback` once, after the token is cancelled (soon, if it
-    /// already is). Does not keep the process alive.
+    /// already is), unless the returned listener is released first. Does
+    /// not keep the process alive.
     #[napi(ts_args_type = "callback: () => void")]
-    pub fn on_cancelled(&self, env: &Env, callback: Function<'_, (), UnknownReturnValue>) -> napi::Result<()> {
+    pub fn on_cancelled(
+        &self,
+        env: &Env,
+        callback: Function<'_, (), UnknownReturnValue>,
+    ) -> napi::Result<CancellationListener> {
         if self.inner.is_cancelled() {
-            return queue_microtask(env, callback);
+            queue_microtask(env, callback)?;
+            // Already fired as far as `release()` is concerned.
+            let fired = Arc::new(AtomicBool::new(true));
+            return Ok(CancellationListener { fired, stop_waiting: None, local: self.local.clone() });
         }
         // Not a `JsCallback`: that calls `f(null, payload)` and catches a
         // throw to hand it to an awaiting caller. A listener is called with
@@ -93,20 +146,29 @@ impl CancellationToken {
         local.push(LocalListener { fired: fired.clone(), function: callback.create_ref()? });
         drop(local);
         let token = self.inner.clone();
+        let stop_waiting = TokioToken::new();
+        let (claim, stop) = (fired.clone(), stop_waiting.clone());
+        let waiting = Waiting::start();
         crate::bridge::runtime::spawn(async move {
-            token.cancelled().await;
-            if !fired.swap(true, Ordering::AcqRel) {
-                tsfn.call((), ThreadsafeFunctionCallMode::NonBlocking);
+            let _waiting = waiting;
+            tokio::select! {
+                _ = token.cancelled() => {
+                    if !claim.swap(true, Ordering::AcqRel) {
+                        tsfn.call((), ThreadsafeFunctionCallMode::NonBlocking);
+                    }
+                }
+                // Released: the function is freed with this task.
+                _ = stop.cancelled() => {}
             }
         });
-        Ok(())
+        Ok(CancellationListener { fired, stop_waiting: Some(stop_waiting), local: self.local.clone() })
     }
 }
 
 impl CancellationToken {
     /// A JS object around an existing token (for payloads to JavaScript).
     pub fn from_inner(inner: TokioToken) -> Self {
-        Self { inner, local: Mutex::new(Vec::new()) }
+        Self { inner, local: Arc::new(Mutex::new(Vec::new())) }
     }
 
     /// The shared token.
@@ -115,9 +177,38 @@ impl CancellationToken {
     }
 
     fn lock_local(&self) -> std::sync::MutexGuard<'_, Vec<LocalListener>> {
-        // Only the JS thread locks it; a poisoned lock still holds valid data.
-        self.local.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.local)
     }
+}
+
+fn lock(local: &LocalListeners) -> std::sync::MutexGuard<'_, Vec<LocalListener>> {
+    // Only the JS thread locks it; a poisoned lock still holds valid data.
+    local.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Counts the tasks waiting for a cancellation, for the tests that check
+/// a release ends its task (`src/testing.rs`).
+static WAITING: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// One waiting task, counted while it lives.
+struct Waiting;
+
+impl Waiting {
+    fn start() -> Self {
+        WAITING.fetch_add(1, Ordering::Relaxed);
+        Waiting
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        WAITING.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// How many listeners' tasks wait for a cancellation now.
+pub fn waiting_listeners() -> usize {
+    WAITING.load(Ordering::Relaxed)
 }
 
 fn queue_microtask<'a>(env: &Env, callback: Function<'a, (), UnknownReturnValue>) -> napi::Result<()> {

@@ -4,7 +4,7 @@
 //! `ActorContext`: the methods that return them live in
 //! `crate::actor_context`.
 //!
-//! - `cancellation_token`: `CancellationToken`;
+//! - `cancellation_token`: `CancellationToken`, `CancellationListener`;
 //! - `conn`: `ConnHandle`;
 //! - `kv`: `Kv`; `schedule`: `Schedule`; `queue`: `Queue`, `QueueMessage`;
 //! - `sqlite`: `JsNativeDatabase`, `JsSqliteTransaction`, then

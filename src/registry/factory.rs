@@ -8,6 +8,8 @@ use std::time::Duration;
 use napi::bindgen_prelude::{Object, Unknown};
 use napi_derive::napi;
 use rivetkit_native_core::actor::{ActorConfig, ActorFactory, InspectorTab, OutputGate};
+use rivetkit_native_core::env;
+use rivetkit_native_core::sqlite::SqliteProfiling;
 use rivetkit_native_core::telemetry::ActorTracing;
 
 use crate::bridge::error::{throw, to_js_error};
@@ -69,7 +71,9 @@ pub struct JsActorConfig {
     pub max_incoming_message_size: Option<f64>,
     pub max_outgoing_message_size: Option<f64>,
     pub actions: Option<Vec<JsActionDefinition>>,
-    /// Accepted for compatibility; there is no SQLite (see the README).
+    /// SQLite profiling, in RivetKit 2.3's shape (`enabled`) or 3.0's
+    /// (`queries`, `fingerprints`); `RIVETKIT_SQLITE_PROFILING` replaces
+    /// the selection (docs/versions.md).
     pub sqlite_profiling: Option<JsSqliteProfilingConfig>,
     /// Listed in the inspector's `Init` (the tabs' assets are served by
     /// RivetKit's runtime, not here).
@@ -104,11 +108,20 @@ pub struct JsInspectorTabEntry {
     pub hidden: Option<bool>,
 }
 
-/// SQLite profiling options (accepted, unused: SQLite is not built).
+/// SQLite profiling (experimental, as in RivetKit). Every statement counts
+/// toward its actor's aggregate; those selected get a label of their own.
+/// The `max...` bounds other than `maxTrackedStatementFingerprints` and
+/// `slowOperationThresholdMs` are accepted and not used.
 #[napi(object)]
 #[derive(Default)]
 pub struct JsSqliteProfilingConfig {
+    /// RivetKit 2.3: `false` turns the labels and the slow-statement log off.
     pub enabled: Option<bool>,
+    /// RivetKit 3.0: exact SQL texts that get a label of their own.
+    pub queries: Option<Vec<String>>,
+    /// RivetKit 3.0: statement fingerprints (as the profile log prints
+    /// them) that get a label of their own.
+    pub fingerprints: Option<Vec<String>>,
     pub max_tracked_statement_fingerprints: Option<u32>,
     pub max_tracked_transaction_fingerprints: Option<u32>,
     pub max_prometheus_series: Option<u32>,
@@ -119,6 +132,21 @@ pub struct JsSqliteProfilingConfig {
     pub baseline_sample_rate: Option<f64>,
     pub max_diagnostic_events_per_minute: Option<u32>,
     pub diagnostic_event_queue_capacity: Option<u32>,
+}
+
+/// Either RivetKit version's `sqliteProfiling`, with the process's
+/// `RIVETKIT_SQLITE_PROFILING` applied over it.
+fn sqlite_profiling(config: Option<JsSqliteProfilingConfig>) -> Result<SqliteProfiling, RivetError> {
+    let d = SqliteProfiling::default();
+    let config = config.unwrap_or_default();
+    let settings = SqliteProfiling {
+        enabled: config.enabled.unwrap_or(d.enabled),
+        queries: config.queries.unwrap_or_default().into_iter().collect(),
+        fingerprints: config.fingerprints.unwrap_or_default().into_iter().collect(),
+        max_tracked: config.max_tracked_statement_fingerprints.map_or(d.max_tracked, |n| n as usize),
+        slow_threshold: config.slow_operation_threshold_ms.map(|ms| Duration::from_millis(u64::from(ms))),
+    };
+    settings.with_override(env::get(env::RIVETKIT_SQLITE_PROFILING).as_deref())
 }
 
 #[napi(object)]
@@ -235,6 +263,7 @@ impl JsActorConfig {
                 Some(false) => OutputGate::Off,
                 None => OutputGate::from_env(),
             },
+            sqlite_profiling: Arc::new(sqlite_profiling(self.sqlite_profiling)?),
         })
     }
 }

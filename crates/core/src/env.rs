@@ -62,6 +62,7 @@ vars! {
     RIVETKIT_NATIVE_SQLITE_PAGER_CACHE_KIB: "SQLite page cache per database";
     RIVETKIT_SQLITE_OPT_VFS_PAGE_CACHE_MODE: "the page store client's own cache (the addon sets it to off at load)";
     RIVETKIT_SQLITE_OPT_READ_AHEAD_MODE: "the page store client's read-ahead (the addon sets it to off at load)";
+    RIVETKIT_SQLITE_PROFILING: "SQLite statements profiled under their own label (JSON)";
     RIVET_ACTOR_RUNTIME_SOCKET_MAX_FRAME_BYTES: "largest runtime-socket frame";
     OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: "where spans go (docs/telemetry.md)";
     OTEL_EXPORTER_OTLP_ENDPOINT: "where spans go, with /v1/traces added";

@@ -69,6 +69,9 @@ pub struct ActorConfig {
     pub output_gate: OutputGate,
     /// Trace sample rates (the `tracing` block; docs/telemetry.md).
     pub tracing: std::sync::Arc<crate::telemetry::ActorTracing>,
+    /// SQLite profiling (`sqliteProfiling`, with the process's
+    /// `RIVETKIT_SQLITE_PROFILING` applied; docs/versions.md).
+    pub sqlite_profiling: std::sync::Arc<crate::sqlite::SqliteProfiling>,
 }
 
 /// One entry of the inspector's tab list: a custom tab (`label` set), or a
@@ -118,6 +121,7 @@ impl Default for ActorConfig {
             enable_actor_runtime_socket: false,
             output_gate: OutputGate::On,
             tracing: std::sync::Arc::default(),
+            sqlite_profiling: std::sync::Arc::default(),
         }
     }
 }

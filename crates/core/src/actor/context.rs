@@ -49,6 +49,16 @@ impl WeakContext {
     pub fn upgrade(&self) -> Option<ActorContext> {
         self.0.upgrade().map(ActorContext)
     }
+
+    /// Whether some handle still holds the generation's context.
+    pub fn is_alive(&self) -> bool {
+        self.0.strong_count() > 0
+    }
+
+    /// Whether this is `ctx`'s context (the same generation instance).
+    pub fn refers_to(&self, ctx: &ActorContext) -> bool {
+        std::ptr::eq(self.0.as_ptr(), Arc::as_ptr(&ctx.0))
+    }
 }
 
 struct Inner {
@@ -112,7 +122,7 @@ impl ActorContext {
             clients,
             outbox: Outbox::new(config.output_gate == OutputGate::On && config.has_state),
             inspector: ActorInspector::default(),
-            database: Database::new(config.enable_actor_runtime_socket),
+            database: Database::new(config.enable_actor_runtime_socket, config.sqlite_profiling.clone()),
             tracing: config.tracing.clone(),
         }));
         (ctx, inbox)

@@ -65,6 +65,10 @@ pub(crate) struct Shared {
     reaper: Mutex<Option<JoinHandle<()>>>,
     opens: AtomicU64,
     crash_reported: AtomicBool,
+    /// The actor type's `sqliteProfiling` (default until set).
+    profiling: std::sync::OnceLock<Arc<super::profiling::SqliteProfiling>>,
+    /// This generation's statement counters.
+    pub(crate) profile: super::profiling::Profile,
 }
 
 enum Conn {
@@ -120,7 +124,18 @@ impl Shared {
             reaper: Mutex::new(None),
             opens: AtomicU64::new(0),
             crash_reported: AtomicBool::new(false),
+            profiling: std::sync::OnceLock::new(),
+            profile: super::profiling::Profile::default(),
         })
+    }
+
+    /// Sets the profiling settings (once, before the first statement).
+    pub(super) fn set_profiling(&self, settings: Arc<super::profiling::SqliteProfiling>) {
+        let _ = self.profiling.set(settings);
+    }
+
+    pub(crate) fn profiling(&self) -> &super::profiling::SqliteProfiling {
+        self.profiling.get_or_init(Default::default)
     }
 
     /// Whether a connection is open now.

@@ -66,13 +66,19 @@ impl ActorDatabase {
     /// returned rows.
     pub async fn exec(&self, sql: String) -> anyhow::Result<QueryResult> {
         let named = self.0.statement_namer(&sql);
-        self.0.regular(|h| async move { h.exec(sql).await }).await.map_err(named)
+        let pending = self.0.profiling().start(&sql);
+        let result = self.0.regular(|h| async move { h.exec(sql).await }).await.map_err(named);
+        self.0.profile.finish(self.0.profiling(), pending);
+        result
     }
 
     /// Runs one statement with its bound parameters.
     pub async fn execute(&self, sql: String, params: Option<Vec<BindParam>>) -> anyhow::Result<ExecuteResult> {
         let named = self.0.statement_namer(&sql);
-        self.0.regular(|h| async move { h.execute(sql, params).await }).await.map_err(named)
+        let pending = self.0.profiling().start(&sql);
+        let result = self.0.regular(|h| async move { h.execute(sql, params).await }).await.map_err(named);
+        self.0.profile.finish(self.0.profiling(), pending);
+        result
     }
 
     /// Runs the statements in one transaction: all or none.
@@ -123,6 +129,17 @@ impl ActorDatabase {
         if let Err(err) = self.0.shut("the actor generation stopped").await {
             tracing::warn!(error = %format!("{err:#}"), "closing the actor database failed");
         }
+    }
+
+    /// Profiles its statements with `settings` (the actor type's
+    /// `sqliteProfiling`); call it before the first statement.
+    pub fn set_profiling(&self, settings: Arc<super::profiling::SqliteProfiling>) {
+        self.0.set_profiling(settings);
+    }
+
+    /// This generation's statement counters, by label.
+    pub fn profile(&self) -> std::collections::HashMap<String, super::profiling::ProfileEntry> {
+        self.0.profile.snapshot()
     }
 
     /// The page store's last transport error, if the database is open.

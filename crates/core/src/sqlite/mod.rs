@@ -17,6 +17,7 @@
 //! - [`pool`]: the process-wide bound on open databases;
 //! - [`limits`]: the bounds and their environment variables;
 //! - [`transport`]: the host-side write fence in front of the page store;
+//! - [`profiling`]: per-statement counters and labels (`sqliteProfiling`);
 //! - [`errors`]: structured errors and how client failures map to them.
 
 mod connection;
@@ -25,6 +26,7 @@ pub mod errors;
 pub mod limits;
 pub mod link;
 pub mod pool;
+pub mod profiling;
 pub mod transaction;
 mod transport;
 
@@ -39,4 +41,5 @@ pub use depot_client::vfs::{SqliteTransport, SqliteTransportHandle, SqliteVfsMet
 pub use limits::SqliteLimits;
 pub use link::SqliteLink;
 pub use pool::SqlitePool;
+pub use profiling::{Profile, ProfileEntry, SqliteProfiling};
 pub use transaction::{SqliteTransaction, DEFAULT_TRANSACTION_TIMEOUT};

@@ -328,3 +328,32 @@ async fn memory_per_open_database() {
     }
     assert_eq!(pool.open_count(), 1);
 }
+
+/// `sqliteProfiling`'s selection (docs/versions.md): the statements named by
+/// their exact text or their fingerprint get a label of their own, inside
+/// a transaction too; the rest count toward the actor's aggregate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn selected_statements_are_profiled_under_their_own_label() {
+    let link = Arc::new(MemoryLink::default());
+    let pool = pool(8, Duration::from_secs(60));
+    let g = generation(&link, &unique("profiled"), 1, &pool);
+    let counted = "SELECT COUNT(*) FROM notes";
+    let insert = "INSERT INTO notes (body) VALUES ('a')";
+    g.db.set_profiling(Arc::new(SqliteProfiling {
+        queries: [counted.to_owned()].into(),
+        fingerprints: [profiling::fingerprint("INSERT INTO notes (body) VALUES ('other')")].into(),
+        ..SqliteProfiling::default()
+    }));
+    g.db.execute("CREATE TABLE notes (body TEXT)".into(), None).await.unwrap();
+    g.db.execute(insert.into(), None).await.unwrap();
+    let tx = g.db.begin_transaction(None).await.unwrap();
+    tx.execute(insert.into(), None).await.unwrap();
+    tx.commit().await.unwrap();
+    g.db.execute(counted.into(), None).await.unwrap();
+
+    let profile = g.db.profile();
+    assert_eq!(profile[&profiling::fingerprint(counted)].count, 1);
+    assert_eq!(profile[&profiling::fingerprint(insert)].count, 2);
+    assert!(profile[profiling::ACTOR_LABEL].count >= 1, "CREATE TABLE: {profile:?}");
+    g.db.close_for_generation_end().await;
+}

@@ -121,7 +121,10 @@ impl SqliteTransaction {
             return Err(err);
         }
         let named = self.0.db.statement_namer(&sql);
-        self.0.db.with_open(|h| async move { h.execute(sql, params).await }).await.map_err(named)
+        let pending = self.0.db.profiling().start(&sql);
+        let result = self.0.db.with_open(|h| async move { h.execute(sql, params).await }).await.map_err(named);
+        self.0.db.profile.finish(self.0.db.profiling(), pending);
+        result
     }
 
     /// Runs any number of statements inside the transaction.
@@ -131,7 +134,10 @@ impl SqliteTransaction {
             return Err(err);
         }
         let named = self.0.db.statement_namer(&sql);
-        self.0.db.with_open(|h| async move { h.exec(sql).await }).await.map_err(named)
+        let pending = self.0.db.profiling().start(&sql);
+        let result = self.0.db.with_open(|h| async move { h.exec(sql).await }).await.map_err(named);
+        self.0.db.profile.finish(self.0.db.profiling(), pending);
+        result
     }
 
     /// Commits. If the commit fails, the transaction is rolled back and
