@@ -17,6 +17,8 @@
 //   RIVETKIT_TEST_JOBS     files at once (default 4)
 //   RIVETKIT_TEST_NODE22   0: skip the Node 22 pass; all: every file under Node 22 too
 //   RIVETKIT_TEST_LOGS     directory for each job's full output (default target/test-logs)
+//   RIVETKIT_TEST_ENGINE_ARCH  v3 (default) or v2: the engine of startEngine() without an arch
+//   RIVETKIT_TEST_RIVETKIT     2 (default) or 3: the example app of startApp() without a version
 //
 // A file's output is printed only when it failed (its whole TAP stream);
 // each finished file gets one line. The run ends with "N passed, N failed"
