@@ -164,12 +164,19 @@ pub struct ParsedCloseReason {
 	pub group: String,
 	pub error: String,
 	pub ray_id: Option<String>,
+	/// rivetkit-native patch: the wait engine 3.0 asks for when it sheds a
+	/// connection (`<group>.<code>;retry_after_ms=<ms>#<ray>`).
+	pub retry_after_ms: Option<u64>,
 }
 
 pub fn parse_ws_close_reason(reason: &str) -> Option<ParsedCloseReason> {
 	let (main_part, ray_id) = match reason.split_once('#') {
 		Some((main, ray)) => (main, Some(ray.to_string())),
 		None => (reason, None),
+	};
+	let (main_part, retry_after_ms) = match main_part.split_once(';') {
+		Some((main, params)) => (main, retry_after_param(params)),
+		None => (main_part, None),
 	};
 
 	let (group, error) = main_part.split_once('.')?;
@@ -183,7 +190,53 @@ pub fn parse_ws_close_reason(reason: &str) -> Option<ParsedCloseReason> {
 		group: group.to_string(),
 		error: error.to_string(),
 		ray_id,
+		retry_after_ms,
 	})
+}
+
+/// rivetkit-native patch: `retry_after_ms` among a close reason's
+/// `;`-separated `key=value` parameters.
+fn retry_after_param(params: &str) -> Option<u64> {
+	params.split(';').find_map(|param| {
+		let (key, value) = param.split_once('=')?;
+		(key.trim() == "retry_after_ms")
+			.then(|| value.trim().parse().ok())
+			.flatten()
+	})
+}
+
+/// rivetkit-native patch: the wait before the next connection attempt.
+/// A retry hint from the engine is honoured, spread over one to two hints
+/// (bounded to 50 ms..30 s) so that shed hosts do not come back together;
+/// otherwise the jittered backoff.
+pub fn reconnect_delay(attempt: u32, retry_after_ms: Option<u64>) -> Duration {
+	match retry_after_ms {
+		Some(hint) => {
+			let hint = hint.clamp(50, 30_000);
+			Duration::from_millis(hint + rand::thread_rng().gen_range(0..=hint))
+		}
+		None => calculate_backoff(attempt, &BackoffOptions::default()),
+	}
+}
+
+#[cfg(test)]
+mod close_reason_tests {
+	use super::*;
+
+	#[test]
+	fn close_reasons_carry_their_retry_hint() {
+		let parsed = parse_ws_close_reason("guard.overloaded;retry_after_ms=250#ray1").unwrap();
+		assert_eq!(
+			(parsed.group.as_str(), parsed.error.as_str()),
+			("guard", "overloaded")
+		);
+		assert_eq!(parsed.retry_after_ms, Some(250));
+		assert_eq!(parsed.ray_id.as_deref(), Some("ray1"));
+		let plain = parse_ws_close_reason("pool.not_found").unwrap();
+		assert_eq!(plain.retry_after_ms, None);
+		let delay = reconnect_delay(0, Some(250));
+		assert!(delay >= Duration::from_millis(250) && delay <= Duration::from_millis(500));
+	}
 }
 
 const U16_MAX: u32 = 65535;

@@ -53,9 +53,12 @@ async fn connection_loop(shared: Arc<SharedContext>) {
 
 		let connected_at = std::time::Instant::now();
 		let key_epoch = shared.envoy_key.epoch();
+		// rivetkit-native patch: the engine's retry hint, if it shed us.
+		let mut retry_after_ms = None;
 
 		match single_connection(&shared, &endpoints[current]).await {
 			Ok((session, close_reason)) => {
+				retry_after_ms = close_reason.as_ref().and_then(|r| r.retry_after_ms);
 				// rivetkit-native patch: an eviction ends the envoy only when
 				// it is shutting down. The published crate took every eviction
 				// for another process owning this envoy key and gave up for
@@ -159,7 +162,7 @@ async fn connection_loop(shared: Arc<SharedContext>) {
 		tried = 0;
 		current = (current + 1) % endpoints.len();
 
-		let delay = calculate_backoff(attempt, &BackoffOptions::default());
+		let delay = crate::utils::reconnect_delay(attempt, retry_after_ms);
 		tracing::info!(attempt, delay_ms = delay.as_millis() as u64, endpoint = %endpoints[current], "reconnecting");
 		tokio::time::sleep(delay).await;
 		attempt += 1;
