@@ -249,7 +249,20 @@ describe("surface of @rivetkit/rivetkit-napi@3.0.0", () => {
 
 const reference = surface(referenceDts("2.3.19"));
 const isUnsupported = (err) => err?.code === "rivetkit-native.unsupported" || err?.group === "rivetkit-native";
-const PROBE_SKIP = new Set(["constructor", "ActorContext.sleep", "ActorContext.destroy", "JsNativeDatabase.close"]);
+// The registry's entry points are not probed: called with no arguments,
+// `serve()` takes its config from the environment, whose default is a local
+// engine on 127.0.0.1:6420, started if none runs there (this probe once left
+// such an engine running after the suite). Every other test file serves.
+const PROBE_SKIP = new Set([
+	"constructor",
+	"ActorContext.sleep",
+	"ActorContext.destroy",
+	"JsNativeDatabase.close",
+	"CoreRegistry.serve",
+	"CoreRegistry.serveListener",
+	"CoreRegistry.serveApplicationListener",
+	"CoreRegistry.handleServerlessRequest",
+]);
 
 /**
  * Calls each method of class `name` on `target` with no arguments (a
@@ -543,7 +556,7 @@ describe("the contract on a live actor", () => {
 		const res = await actionFetch(engine, probeId, "probe", { encoding: "json" });
 		assert.equal(res.status, 200, JSON.stringify(res.body));
 		assert.deepEqual(res.body.output.unsupported, []);
-		assert.ok(res.body.output.calls >= 140, `only ${res.body.output.calls} calls`);
+		assert.ok(res.body.output.calls >= 135, `only ${res.body.output.calls} calls`);
 	});
 
 	test("metadata() and metrics() while serving", () => {
