@@ -33,7 +33,7 @@
 // pool, any rivet-engine process started during the run that carries this
 // run's id, or none but runs a binary or uses a directory of this checkout
 // or of the tests' temporary directories, is listed with the file that
-// started it, stopped, and fails the run.
+// started it and fails the run; those with the run's id are stopped.
 
 import { spawn } from "node:child_process";
 import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
@@ -178,7 +178,11 @@ async function leftBehind({ graceMs = 12_000 } = {}) {
 	return found;
 }
 
-/** Lists, stops and counts the engines the run left behind. */
+/**
+ * Lists and counts the engines the run left behind, and stops those that
+ * carry the run's id. One without an id is listed but left running: it may
+ * be a person's own engine started from this checkout meanwhile.
+ */
 async function checkEngines() {
 	const left = await leftBehind();
 	if (left.length) {
@@ -187,16 +191,12 @@ async function checkEngines() {
 			const data = Object.entries(p.env ?? {})
 				.filter(([k]) => /^RIVET__(FILE_SYSTEM__PATH|STORAGE__LOG_DIRECTORY|OBJECT_STORAGE__.*PATH)$/.test(k))
 				.map(([k, v]) => `${k}=${v}`);
-			console.log(
-				`  pid ${p.pid}, started by ${p.env?.RIVETKIT_TEST_FILE ?? "an unknown test"}: ${p.argv.join(" ")}` +
-					(data.length ? `\n    ${data.join("\n    ")}` : ""),
-			);
+			const by = p.env?.RIVETKIT_TEST_FILE ?? "no test of this run (no run id; left running)";
+			console.log(`  pid ${p.pid}, started by ${by}: ${p.argv.join(" ")}${data.map((d) => `\n    ${d}`).join("")}`);
 		}
-		await stopPids(
-			left.map((p) => p.pid),
-			{ timeoutMs: 10_000 },
-		);
-		console.log("  (stopped now)");
+		const ours = left.filter((p) => p.env?.RIVETKIT_TEST_RUN === runId).map((p) => p.pid);
+		await stopPids(ours, { timeoutMs: 10_000 });
+		if (ours.length) console.log(`  stopped now: ${ours.join(", ")}`);
 	}
 	rmSync(runTemp, { recursive: true, force: true });
 	return left.length;
