@@ -125,10 +125,13 @@ export declare class ActorContext {
   provisionActorRuntimeSocket(): Promise<JsActorRuntimeSocketEndpointInfo>
   /**
    * A plain object private to this generation: the same object on every
-   * call (and every handle) until `clearRuntimeState()`.
+   * call (and every handle) until `clearRuntimeState()`, then a fresh one.
    */
   runtimeState(): Record<string, unknown>
-  /** Forgets this generation's `runtimeState()` object. */
+  /**
+   * Forgets this generation's `runtimeState()` object: the next call
+   * hands out a fresh one.
+   */
   clearRuntimeState(): void
   /** The actor's current state bytes (CBOR for the TypeScript runtime). */
   state(): Buffer
@@ -202,6 +205,22 @@ export declare class ActorContext {
   saveStateAndWorkflowBatch(writes: Array<WorkflowKvWritePayload>): Promise<void>
 }
 
+/**
+ * The registration `CancellationToken.onCancelled` returns.
+ *
+ * `release()` stops waiting for the cancellation without calling the
+ * callback, ends the task that waited and frees its threadsafe function.
+ * Dropping this object releases nothing: the callback must still fire when
+ * the caller keeps no reference to its registration.
+ */
+export declare class CancellationListener {
+  /**
+   * Stops waiting for the cancellation without calling the callback.
+   * Idempotent, and a no-op once the callback has fired.
+   */
+  release(): void
+}
+
 /** A cancellation signal shared between JavaScript and Rust. */
 export declare class CancellationToken {
   /** A new token, not cancelled. */
@@ -215,9 +234,10 @@ export declare class CancellationToken {
   cancel(): void
   /**
    * Runs `callback` once, after the token is cancelled (soon, if it
-   * already is). Does not keep the process alive.
+   * already is), unless the returned listener is released first. Does
+   * not keep the process alive.
    */
-  onCancelled(callback: () => void): void
+  onCancelled(callback: () => void): CancellationListener
 }
 
 export declare class ConnHandle {
@@ -734,8 +754,9 @@ export interface JsActorConfig {
   canHibernateWebsocket?: boolean
   /**
    * Whether actor-connect (`/connect`) sockets may stay open while the
-   * actor sleeps (default true, RivetKit 2.3.19's rule; not in RivetKit
-   * 2.3.19's actor options, which never set it).
+   * actor sleeps (not in RivetKit's actor options, which never set it).
+   * Default by RivetKit version (docs/versions.md): true under 2.3,
+   * `canHibernateWebsocket` under 3.0 and for direct use.
    */
   canHibernateConnect?: boolean
   stateSaveIntervalMs?: number
@@ -766,7 +787,11 @@ export interface JsActorConfig {
   maxIncomingMessageSize?: number
   maxOutgoingMessageSize?: number
   actions?: Array<JsActionDefinition>
-  /** Accepted for compatibility; there is no SQLite (see the README). */
+  /**
+   * SQLite profiling, in RivetKit 2.3's shape (`enabled`) or 3.0's
+   * (`queries`, `fingerprints`); `RIVETKIT_SQLITE_PROFILING` replaces
+   * the selection (docs/versions.md).
+   */
   sqliteProfiling?: JsSqliteProfilingConfig
   /**
    * Listed in the inspector's `Init` (the tabs' assets are served by
@@ -1070,10 +1095,14 @@ export interface JsServeConfig {
   serverlessValidateEndpoint?: boolean
   serverlessMaxStartPayloadBytes?: number
   /**
-   * `"auto"` (default: spawn or reuse a local engine for a loopback
-   * endpoint), `"always"` or `"never"`. Default from `RIVETKIT_ENGINE_SPAWN`.
+   * Whether this host spawns (or reuses) a local engine for `endpoint`:
+   * `"auto"` (default: for a loopback endpoint), `"always"` or
+   * `"never"`; or a boolean, as RivetKit 3.0 sends it (`true`: spawn or
+   * reuse the engine at `endpoint`, `false`: only connect; it is `true`
+   * only when the app gave no endpoint). Default from
+   * `RIVETKIT_ENGINE_SPAWN`.
    */
-  engineSpawn?: 'auto' | 'always' | 'never'
+  engineSpawn?: boolean | 'auto' | 'always' | 'never'
   /** Upper bound of the shutdown drain (default 30 s, `RIVETKIT_DRAIN_TIMEOUT_MS`). */
   drainTimeoutMs?: number
   /** How long to wait for a spawned engine to become healthy (default 30 s). */
@@ -1120,9 +1149,22 @@ export interface JsSqliteBatchStatement {
   params?: Array<JsBindParam>
 }
 
-/** SQLite profiling options (accepted, unused: SQLite is not built). */
+/**
+ * SQLite profiling (experimental, as in RivetKit). Every statement counts
+ * toward its actor's aggregate; those selected get a label of their own.
+ * The `max...` bounds other than `maxTrackedStatementFingerprints` and
+ * `slowOperationThresholdMs` are accepted and not used.
+ */
 export interface JsSqliteProfilingConfig {
+  /** RivetKit 2.3: `false` turns the labels and the slow-statement log off. */
   enabled?: boolean
+  /** RivetKit 3.0: exact SQL texts that get a label of their own. */
+  queries?: Array<string>
+  /**
+   * RivetKit 3.0: statement fingerprints (as the profile log prints
+   * them) that get a label of their own.
+   */
+  fingerprints?: Array<string>
   maxTrackedStatementFingerprints?: number
   maxTrackedTransactionFingerprints?: number
   maxPrometheusSeries?: number

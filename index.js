@@ -842,6 +842,7 @@ function __napiStampBindingTarget(exportsObject, target) {
 module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __napiLoadedBindingTarget)
 module.exports = nativeBinding
 module.exports.ActorContext = nativeBinding.ActorContext
+module.exports.CancellationListener = nativeBinding.CancellationListener
 module.exports.CancellationToken = nativeBinding.CancellationToken
 module.exports.ConnHandle = nativeBinding.ConnHandle
 module.exports.CoreRegistry = nativeBinding.CoreRegistry
