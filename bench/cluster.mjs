@@ -213,7 +213,9 @@ const summary = (failures) => {
 };
 
 export async function runCluster({ options = clusterOptions(), log = console.log } = {}) {
+	// Engine 2.3.19, as when this was written (the harness's default is now 3.0).
 	const engine = await startEngine({
+		arch: "v2",
 		env: {
 			RIVET__PEGBOARD__ENVOY_LOST_THRESHOLD: String(LOST_THRESHOLD_MS),
 			RIVET__PEGBOARD__ENVOY_ELIGIBLE_THRESHOLD: "5000",

@@ -1,13 +1,16 @@
 // The side-by-side comparison: one RivetKit app (bench/apps/rivetkit-app.mjs,
 // `actor()`/`setup()` from "rivetkit", started with RivetKit's own
 // `registry.start()` lifecycle and SIGINT handler) run twice against one
-// engine, on @rivetkit/rivetkit-napi@2.3.19 ("theirs") and on
-// rivetkit-native ("ours"), the same `rivetkit` files both times. Ours is
+// engine, on the reference @rivetkit/rivetkit-napi ("theirs") and on
+// rivetkit-native ("ours"), the same `rivetkit` files both times, for one
+// RivetKit version (a "stack" of bench/lib/stacks.mjs: rivetkit 3.0.0 with
+// napi 3.0.0 on engine 3.0, or rivetkit 2.3.19 with napi 2.3.19 on engine
+// 2.3.19; the engine is the caller's and must be of that version). Ours is
 // installed under the reference's package name as an npm alias would
 // (bench/lib/rivetkit-alias.mjs: hard links of rivetkit next to a symlink
 // named @rivetkit/rivetkit-napi); neither side runs a module hook. Every
 // host reports which `.node` file it mapped (/proc/self/maps), and the run
-// fails if it is not the expected one.
+// fails if it is not the expected one. The client is that version's own.
 //
 // Host processes per addon, each with a pool and actor keys of its own:
 //   main  spawn → first answered action: polls the engine until the host's
@@ -56,13 +59,12 @@ import { readdirSync, readFileSync, realpathSync, statSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
-import { createClient } from "rivetkit/client";
-
 import { engineSettled, listEnvoys, upsertRunnerConfig } from "./lib/engine.mjs";
 import { spawnHost } from "./lib/host.mjs";
 import { run } from "./lib/load.mjs";
 import { measure, merge } from "./lib/measure.mjs";
 import { processCpuMs } from "./lib/proc.mjs";
+import { loadStack } from "./lib/stacks.mjs";
 import { fmt, table } from "./lib/stats.mjs";
 
 const int = (name, fallback) => {
@@ -84,11 +86,10 @@ export const compareOptions = () => ({
 	phases: (process.env.BENCH_COMPARE_PHASES ?? "main,rss").split(","),
 });
 
-/** The two sides: label, host impl, and the `.node` file its host must map. */
-export const SIDES = [
-	{ side: "theirs", label: "rivetkit-napi 2.3.19", impl: "rivetkit-napi", addon: /\/rivetkit-napi\.[^/]+\.node$/ },
-	{ side: "ours", label: "rivetkit-native", impl: "rivetkit-native", addon: /\/rivetkit-native\.[^/]+\.node$/ },
-];
+/** RivetKit 2.3.19 on engine 2.3.19: the stack of callers that name none (cluster.mjs, drain.mjs). */
+export const STACK_2_3 = await loadStack("2.3");
+/** The two sides of RivetKit 2.3.19: label, host impl, and the `.node` file its host must map. */
+export const SIDES = STACK_2_3.sides;
 
 /** The `.node` file our side should load (BENCH_ADDON or this package), and its build. */
 export function ourAddonBinary() {
@@ -110,8 +111,12 @@ export function ourAddonBinary() {
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const cpuMs = (sample) => sample.userMs + sample.systemMs;
 
-/** Resolves (to the time) once an envoy of `pool` is registered; polls every 20 ms. */
-export async function envoyRegistered(endpoint, pool, host, timeoutMs = 60_000) {
+/**
+ * Resolves (to the time) once an envoy of `pool` is registered (engine 3.0:
+ * a node of the pool); polls every 20 ms. `engine` is an engine object or
+ * an endpoint.
+ */
+export async function envoyRegistered(engine, pool, host, timeoutMs = 60_000) {
 	const deadline = performance.now() + timeoutMs;
 	let exited = null;
 	host.exited.then((e) => (exited = e));
@@ -119,7 +124,8 @@ export async function envoyRegistered(endpoint, pool, host, timeoutMs = 60_000) 
 		if (exited)
 			throw new Error(`host exited before its envoy registered (code ${exited.code}, signal ${exited.signal})`);
 		try {
-			if ((await listEnvoys(endpoint)).some((e) => e.pool_name === pool && !e.stop_ts)) return performance.now();
+			if ((await listEnvoys(engine, pool)).some((e) => (e.pool_name ?? pool) === pool && !e.stop_ts))
+				return performance.now();
 		} catch {}
 		if (performance.now() > deadline) throw new Error(`no envoy of pool ${pool} registered within ${timeoutMs} ms`);
 		await sleep(20);
@@ -157,21 +163,34 @@ export async function wake(client, key) {
 	}
 }
 
-export const newClient = (engine, pool, encoding) =>
-	createClient({ endpoint: engine.endpoint, namespace: "default", token: engine.token, poolName: pool, encoding });
+/** The official client of `stack`'s rivetkit (default 2.3.19) for `pool` on `engine`. */
+export const newClient = (engine, pool, encoding, stack = STACK_2_3) =>
+	stack.createClient({
+		endpoint: engine.endpoint,
+		namespace: "default",
+		token: engine.token,
+		poolName: pool,
+		encoding,
+	});
 
 /**
  * Spawns a host of `spec` on a pool of its own (`tag` in its name) and
  * times it: spawn → envoy registered, spawn → first answered action.
  * Returns `{host, client, first, startMs, envoyMs}`; the host keeps running.
  */
-async function startTrial({ engine, spec, options, out, tag }) {
+async function startTrial({ engine, stack, spec, options, out, tag }) {
 	const pool = `cmp-${spec.side}-${tag}-${process.pid}`;
-	await upsertRunnerConfig(engine.endpoint, pool);
-	const client = newClient(engine, pool, options.encoding);
-	const host = spawnHost({ impl: spec.impl, endpoint: engine.endpoint, pool, token: engine.token });
+	await upsertRunnerConfig(engine, pool);
+	const client = newClient(engine, pool, options.encoding, stack);
+	const host = spawnHost({
+		impl: spec.impl,
+		endpoint: engine.endpoint,
+		pool,
+		token: engine.token,
+		rivetkit: stack.key,
+	});
 	try {
-		const envoyAt = await envoyRegistered(engine.endpoint, pool, host);
+		const envoyAt = await envoyRegistered(engine, pool, host);
 		const first = client.counter.getOrCreate([`${spec.side}-${tag}-0`]);
 		let startMs;
 		try {
@@ -204,19 +223,19 @@ function median(values) {
  * Starts the main host of one side: `startTrials` timed spawns, the last
  * of which stays up as the main host. Returns `{host, client, first}`.
  */
-async function startMain({ engine, spec, options, ours, out, log }) {
+async function startMain({ engine, stack, spec, options, ours, out, log }) {
 	// Start-up is timed over several spawns (the last one is the main
 	// host): now and then the engine takes seconds to place an actor
 	// (its own allocation, not the host: seen for either addon), which a
 	// single spawn would report as the host's start-up.
 	const trials = [];
 	for (let t = 1; t < options.startTrials; t++) {
-		const trial = await startTrial({ engine, spec, options, out, tag: `start${t}` });
+		const trial = await startTrial({ engine, stack, spec, options, out, tag: `start${t}` });
 		trials.push(trial);
 		await trial.host.kill();
 		await trial.client.dispose();
 	}
-	const main = await startTrial({ engine, spec, options, out, tag: "main" });
+	const main = await startTrial({ engine, stack, spec, options, out, tag: "main" });
 	trials.push(main);
 	try {
 		out.startTrialsMs = trials.map((t) => t.startMs);
@@ -306,13 +325,13 @@ async function sigintPhase({ engine, options, main, log }) {
 }
 
 /** The main hosts of both sides (see the top of the file). */
-async function mainPhases({ engine, options, ours, results, log }) {
+async function mainPhases({ engine, stack, options, ours, results, log }) {
 	const mains = [];
 	try {
-		for (const spec of SIDES) {
+		for (const spec of stack.sides) {
 			const out = results[spec.side];
 			try {
-				mains.push({ spec, out, ...(await startMain({ engine, spec, options, ours, out, log })) });
+				mains.push({ spec, out, ...(await startMain({ engine, stack, spec, options, ours, out, log })) });
 			} catch (err) {
 				out.notes.push(`main phase failed: ${err.message}`);
 				log(`compare: ${spec.label} failed to start: ${err.stack ?? err.message}`);
@@ -362,14 +381,20 @@ export async function settledMemory(host, timeoutMs = 20_000) {
 }
 
 /** The RSS host of one side; returns it, still running. */
-async function rssPhase({ engine, spec, options, out, log }) {
+async function rssPhase({ engine, stack, spec, options, out, log }) {
 	const pool = `cmp-${spec.side}-rss-${process.pid}`;
 	const prefix = `${spec.side}-rss-`;
-	await upsertRunnerConfig(engine.endpoint, pool);
-	const client = newClient(engine, pool, options.encoding);
-	const host = spawnHost({ impl: spec.impl, endpoint: engine.endpoint, pool, token: engine.token });
+	await upsertRunnerConfig(engine, pool);
+	const client = newClient(engine, pool, options.encoding, stack);
+	const host = spawnHost({
+		impl: spec.impl,
+		endpoint: engine.endpoint,
+		pool,
+		token: engine.token,
+		rivetkit: stack.key,
+	});
 	try {
-		await envoyRegistered(engine.endpoint, pool, host);
+		await envoyRegistered(engine, pool, host);
 		await host.ready;
 		// One actor and action first, so that the baseline has the code of an action loaded.
 		await client.counter.getOrCreate([`${prefix}warm`]).increment(1);
@@ -430,7 +455,7 @@ function ratio(ours, theirs, { oursBound, theirsBound } = {}) {
 }
 
 /** The printed table and notes of `results`. */
-function report(results, options) {
+function report(results, options, stack) {
 	const t = results.theirs;
 	const o = results.ours;
 	const bound = options.exitBoundMs;
@@ -481,38 +506,47 @@ function report(results, options) {
 	row("  engine CPU ms per HTTP action", (s) => s.http?.engineCpuMsPerOp, 2);
 	row("  engine CPU ms per WebSocket action", (s) => s.ws?.engineCpuMsPerOp, 2);
 
-	const header = { figure: "figure", theirs: SIDES[0].label, ours: SIDES[1].label, ratio: "ours / theirs" };
+	const [theirs, ours] = stack.sides;
+	const header = { figure: "figure", theirs: theirs.label, ours: ours.label, ratio: "ours / theirs" };
 	const columns = Object.values(header);
 	const text = table(
 		columns,
 		rows.map((r) => Object.fromEntries(Object.entries(header).map(([key, title]) => [title, r[key]]))),
 	);
 	const notes = [];
-	for (const spec of SIDES) {
+	for (const spec of stack.sides) {
 		const out = results[spec.side];
 		for (const note of out.notes) notes.push(`${spec.label}: ${note}`);
 		for (const key of ["http", "ws"])
 			if (out[key]?.firstError) notes.push(`${spec.label}: first ${key} error: ${out[key].firstError}`);
 	}
-	return [text, ...notes].join("\n");
+	return { text: [text, ...notes].join("\n"), rows };
 }
 
 /**
- * Runs the comparison against `engine`, logging progress through `log`.
- * Returns `{text, results, failed}`: `text` is the table (and notes).
+ * Runs the comparison of `stack` (bench/lib/stacks.mjs; default RivetKit
+ * 2.3.19) against `engine` (of that stack's engine version), logging
+ * progress through `log`. Returns `{text, rows, results, failed}`: `text`
+ * is the table (and notes), `rows` its rows (`{figure, theirs, ours,
+ * ratio}`, formatted).
  */
-export async function runComparison({ engine, options = compareOptions(), log = console.log }) {
+export async function runComparison({ engine, stack = STACK_2_3, options = compareOptions(), log = console.log }) {
 	const ours = ourAddonBinary();
+	if (engine.arch && engine.arch !== stack.engineArch)
+		throw new Error(`RivetKit ${stack.rivetkit} runs on engine ${stack.engineArch}, got ${engine.arch}`);
 	log(`compare: ours = ${ours.description}`);
-	log(`compare: client encoding ${options.encoding}; one engine; actions measured in turns (${options.rounds} rounds)`);
-	const results = Object.fromEntries(SIDES.map((spec) => [spec.side, { notes: [] }]));
+	log(
+		`compare: rivetkit ${stack.rivetkit}, engine ${engine.version ?? "?"}; client encoding ${options.encoding}; ` +
+			`one engine; actions measured in turns (${options.rounds} rounds)`,
+	);
+	const results = Object.fromEntries(stack.sides.map((spec) => [spec.side, { notes: [] }]));
 	const idle = [];
 	try {
-		if (options.phases.includes("main")) await mainPhases({ engine, options, ours, results, log });
-		for (const spec of options.phases.includes("rss") ? SIDES : []) {
+		if (options.phases.includes("main")) await mainPhases({ engine, stack, options, ours, results, log });
+		for (const spec of options.phases.includes("rss") ? stack.sides : []) {
 			try {
 				const idleBefore = await Promise.all(idle.map((h) => h.cpu()));
-				const rssHost = await rssPhase({ engine, spec, options, out: results[spec.side], log });
+				const rssHost = await rssPhase({ engine, stack, spec, options, out: results[spec.side], log });
 				rssHost.spec = spec;
 				idle.push(rssHost);
 				const idleAfter = await Promise.all(idle.slice(0, idleBefore.length).map((h) => h.cpu()));
@@ -543,10 +577,11 @@ export async function runComparison({ engine, options = compareOptions(), log = 
 	} finally {
 		await Promise.all(idle.map((host) => host.kill()));
 	}
-	const failed = SIDES.some((spec) => {
+	const failed = stack.sides.some((spec) => {
 		const out = results[spec.side];
 		const mainFailed = options.phases.includes("main") && (!out.http || !out.ws || out.http.errors || out.ws.errors);
 		return out.notes.some((n) => n.includes("phase failed:")) || mainFailed;
 	});
-	return { text: report(results, options), results, failed, build: ours.build };
+	const { text, rows } = report(results, options, stack);
+	return { text, rows, results, failed, build: ours.build };
 }

@@ -1,7 +1,8 @@
 // Host CPU per action in every shape of work, side by side: the same RivetKit
-// app (bench/apps/rivetkit-app.mjs) on @rivetkit/rivetkit-napi@2.3.19
-// ("theirs") and on rivetkit-native ("ours"), both hosts up on one engine,
-// each on a pool of its own. For every cell of
+// app (bench/apps/rivetkit-app.mjs) on the reference @rivetkit/rivetkit-napi
+// ("theirs") and on rivetkit-native ("ours"), for one RivetKit version (a
+// stack of bench/lib/stacks.mjs, on an engine of its version), both hosts up
+// on one engine, each on a pool of its own. For every cell of
 //
 //   client encoding  json, cbor, bare
 //   actor shape      counter (one number), ledger (one entry more per
@@ -26,15 +27,17 @@
 // Knobs (environment): BENCH_MATRIX_ENCODINGS=json,cbor,bare,
 // BENCH_MATRIX_HTTP=90, BENCH_MATRIX_WS=150 (actions per cell and side),
 // BENCH_MATRIX_FILL=1000 (ledger entries before the measure),
-// BENCH_ROUNDS=3, BENCH_ADDON (ours: the index.js of another build).
-// About 2 minutes on 2 cores.
+// BENCH_ROUNDS=3, BENCH_ADDON (ours: the index.js of another build),
+// BENCH_RIVETKIT (run on its own: the first version it names; default 3).
+// About 2 minutes per version on 2 cores.
 
 import { fileURLToPath } from "node:url";
 
-import { newClient, SIDES } from "./compare.mjs";
+import { newClient, STACK_2_3 } from "./compare.mjs";
 import { startBenchEngine, upsertRunnerConfig } from "./lib/engine.mjs";
 import { spawnHost } from "./lib/host.mjs";
 import { measure, merge } from "./lib/measure.mjs";
+import { loadStack, stackKeys } from "./lib/stacks.mjs";
 import { fmt, table } from "./lib/stats.mjs";
 
 const int = (name, fallback) => {
@@ -72,18 +75,25 @@ async function prepare({ side, shape, encoding, options }) {
 	return { byId, conn };
 }
 
-/** Runs the matrix against `engine`; returns `{cells, notes}`. */
-export async function runMatrix({ engine, options = matrixOptions(), log = console.log }) {
+/** Runs the matrix of `stack` (default RivetKit 2.3.19) against `engine`; returns `{cells, notes}`. */
+export async function runMatrix({ engine, stack = STACK_2_3, options = matrixOptions(), log = console.log }) {
 	const notes = [];
 	const sides = [];
 	try {
-		for (const spec of SIDES) {
+		for (const spec of stack.sides) {
 			const pool = `matrix-${spec.side}-${process.pid}`;
-			await upsertRunnerConfig(engine.endpoint, pool);
-			const host = spawnHost({ impl: spec.impl, endpoint: engine.endpoint, pool, token: engine.token });
+			await upsertRunnerConfig(engine, pool);
+			const host = spawnHost({
+				impl: spec.impl,
+				endpoint: engine.endpoint,
+				pool,
+				token: engine.token,
+				rivetkit: stack.key,
+			});
 			sides.push({ spec, host, clients: {} });
 			await host.ready;
-			for (const encoding of options.encodings) sides.at(-1).clients[encoding] = newClient(engine, pool, encoding);
+			for (const encoding of options.encodings)
+				sides.at(-1).clients[encoding] = newClient(engine, pool, encoding, stack);
 		}
 		const cells = [];
 		for (const encoding of options.encodings) {
@@ -167,10 +177,12 @@ export function reportMatrix({ cells, notes }, options = matrixOptions()) {
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
-	const engine = await startBenchEngine();
+	const stack = await loadStack(stackKeys()[0]);
+	const engine = await startBenchEngine({ arch: stack.engineArch });
 	try {
 		const options = matrixOptions();
-		console.log(reportMatrix(await runMatrix({ engine, options }), options));
+		console.log(stack.title);
+		console.log(reportMatrix(await runMatrix({ engine, stack, options }), options));
 	} finally {
 		await engine.stop();
 	}

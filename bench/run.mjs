@@ -1,44 +1,54 @@
-// `npm run bench`, in two parts:
+// `npm run bench`, in four parts:
 //
-// 1. The side-by-side comparison (bench/compare.mjs): one RivetKit app run
-//    on @rivetkit/rivetkit-napi@2.3.19 and on rivetkit-native, one after
-//    the other against one private engine; prints both columns and the
-//    ratio ours / theirs of host CPU per HTTP and WebSocket action, their
-//    client p50/p99, RSS per live actor (1000 actors), spawn → first
-//    answered action, and SIGINT → exit with 100 live actors. About 4
-//    minutes on 2 cores.
+// 1. The side-by-side comparison (bench/compare.mjs), for each RivetKit
+//    version of BENCH_RIVETKIT (bench/lib/stacks.mjs; default "3,2.3":
+//    rivetkit 3.0.0 on @rivetkit/rivetkit-napi@3.0.0 and on
+//    rivetkit-native, on engine 3.0.0; then rivetkit 2.3.19 on
+//    @rivetkit/rivetkit-napi@2.3.19 and on rivetkit-native, on engine
+//    2.3.19), under a header naming the version: one RivetKit app run on
+//    the reference napi and on rivetkit-native, against one private engine
+//    of that version; prints both columns and the ratio ours / theirs of
+//    host CPU per HTTP and WebSocket action, their client p50/p99, RSS per
+//    live actor (1000 actors), spawn → first answered action, and SIGINT →
+//    exit with 100 live actors. About 4 minutes per version on 2 cores.
 //    Then every shape of work side by side (bench/matrix.mjs): host CPU per
 //    action for JSON, CBOR and BARE clients x a counter and a growing,
 //    broadcasting ledger x HTTP and WebSocket, and how the ledger's cost
-//    compares with the counter's. About 2 minutes more.
+//    compares with the counter's. About 2 minutes more per version.
 //    Then the SQLite side-by-side (bench/sqlite.mjs), a fresh engine per side:
 //    in-actor latency of single-row INSERT and SELECT (sequential and
 //    concurrent), the shape of SQL errors, and RSS per actor with an open
-//    database (100 and 1000 actors). About 5 minutes more.
-// 2. rivetkit-native's own scenarios (bench/scenarios/), on a fresh engine:
-//    an actor host in a child process driven through the gateway; client
-//    latency, throughput and the CPU the host (and the engine) spent per
-//    operation. Bounded: each load stops at its deadline (the "ok" column
-//    says how many operations ran), about a minute on 2 cores.
+//    database (100 and 1000 actors). About 5 minutes more per version.
+//    With more than one version, the ratios of each version next to each
+//    other at the end of part 1 ("Both RivetKit versions").
+// 2. rivetkit-native's own scenarios (bench/scenarios/), on a fresh engine
+//    2.3.19: an actor host in a child process driven through the gateway;
+//    client latency, throughput and the CPU the host (and the engine) spent
+//    per operation. Bounded: each load stops at its deadline (the "ok"
+//    column says how many operations ran), about a minute on 2 cores.
 //
-// 3. The cluster scenarios side by side (bench/cluster.mjs): a rolling
-//    deploy, a host SIGKILLed and a partition under load, on both addons,
-//    and the output gate's cost on ours. About 5 minutes more.
+// 3. The cluster scenarios side by side (bench/cluster.mjs, RivetKit and
+//    engine 2.3.19): a rolling deploy, a host SIGKILLed and a partition
+//    under load, on both addons, and the output gate's cost on ours. About
+//    5 minutes more.
 //
-// 4. The engine-cluster faults side by side (bench/engine-cluster.mjs): a
-//    two-node engine on PostgreSQL and NATS, a host's node SIGKILLed, the
-//    leader stopped and SIGKILLed, NATS down 10 s, on both addons. About 4
-//    minutes more.
+// 4. The engine-cluster faults side by side (bench/engine-cluster.mjs,
+//    RivetKit and engine 2.3.19): a two-node engine on PostgreSQL and NATS,
+//    a host's node SIGKILLed, the leader stopped and SIGKILLed, NATS down
+//    10 s, on both addons. About 4 minutes more.
 //
-// Options (environment): BENCH_MATRIX=1 (0: skip the matrix; only: the
-// matrix only; knobs in bench/matrix.mjs), BENCH_CLUSTER=1 (0: skip part 3; only: part 3
-// only; knobs in bench/cluster.mjs), BENCH_ENGINE_CLUSTER=1 (0: skip part
-// 4; only: part 4 only; knobs in bench/engine-cluster.mjs), BENCH_COMPARE=1 (0: skip part 1; only: part 1 only;
-// its own knobs are listed in bench/compare.mjs), BENCH_SQLITE=1 (0: skip
-// the SQLite side-by-side; only: run nothing else; knobs in bench/sqlite.mjs), BENCH_HOST=native,
-// BENCH_SEQUENTIAL_GET=100, BENCH_SEQUENTIAL=300, BENCH_CONCURRENT=600,
-// BENCH_IN_FLIGHT=32, BENCH_ACTORS=4, BENCH_ADDON (path of an index.js of
-// another build of the addon; default: this package).
+// Options (environment): BENCH_RIVETKIT=3,2.3 (the RivetKit versions of
+// part 1, in that order: "3" or "2.3" for one), BENCH_MATRIX=1 (0: skip the
+// matrix; only: the matrix only; knobs in bench/matrix.mjs), BENCH_CLUSTER=1
+// (0: skip part 3; only: part 3 only; knobs in bench/cluster.mjs),
+// BENCH_ENGINE_CLUSTER=1 (0: skip part 4; only: part 4 only; knobs in
+// bench/engine-cluster.mjs), BENCH_COMPARE=1 (0: skip the comparison;
+// only: the comparison only; its own knobs are listed in bench/compare.mjs), BENCH_SQLITE=1 (0: skip the SQLite
+// side-by-side; only: run nothing else; knobs in bench/sqlite.mjs),
+// BENCH_SCENARIOS=1 (0: skip part 2), BENCH_HOST=native, BENCH_SEQUENTIAL_GET=100, BENCH_SEQUENTIAL=300,
+// BENCH_CONCURRENT=600, BENCH_IN_FLIGHT=32, BENCH_ACTORS=4, BENCH_ADDON
+// (path of an index.js of another build of the addon; default: this
+// package).
 //
 // New scenarios go in bench/scenarios/ (export {name, run}); new hosts in
 // bench/hosts/ and bench/lib/host.mjs.
@@ -48,6 +58,7 @@ import { spawnSync } from "node:child_process";
 import { compareOptions, ourAddonBinary, runComparison } from "./compare.mjs";
 import { startBenchEngine } from "./lib/engine.mjs";
 import { startHost } from "./lib/host.mjs";
+import { loadStack, stackKeys } from "./lib/stacks.mjs";
 import { clusterOptions, runCluster } from "./cluster.mjs";
 import { engineClusterOptions, runEngineCluster } from "./engine-cluster.mjs";
 import { matrixOptions, reportMatrix, runMatrix } from "./matrix.mjs";
@@ -69,6 +80,7 @@ const options = {
 	cluster: process.env.BENCH_CLUSTER ?? "1",
 	engineCluster: process.env.BENCH_ENGINE_CLUSTER ?? "1",
 	sqlite: process.env.BENCH_SQLITE ?? "1",
+	scenarios: process.env.BENCH_SCENARIOS ?? "1",
 	host: process.env.BENCH_HOST ?? "native",
 	sequentialGet: int("BENCH_SEQUENTIAL_GET", 100),
 	sequential: int("BENCH_SEQUENTIAL", 300),
@@ -113,61 +125,152 @@ if (options.cluster === "only") {
 }
 if (options.sqlite === "only") options.compare = "skip";
 
-const runMatrixPart = async () => {
-	console.log("\n== Every shape of work on @rivetkit/rivetkit-napi@2.3.19 and on rivetkit-native ==\n");
-	engine = await startBenchEngine();
+const stacks = [];
+for (const key of stackKeys()) stacks.push(await loadStack(key));
+const log = (m) => console.log(`[${elapsed()}] ${m}`);
+
+/** The banner of one RivetKit version's side-by-side parts. */
+const banner = (stack) => {
+	const rule = "=".repeat(stack.title.length + 8);
+	console.log(`\n${rule}\n=== ${stack.title} ===\n${rule}`);
+};
+/** What each version's parts returned, for the summary of both. */
+const outcomes = new Map(stacks.map((stack) => [stack.key, {}]));
+
+const runComparePart = async (stack) => {
+	console.log(
+		`\n== [${stack.rivetkit}] RivetKit app on @rivetkit/rivetkit-napi@${stack.napi} and on rivetkit-native ==\n`,
+	);
+	engine = await startBenchEngine({ arch: stack.engineArch });
 	try {
-		const matrix = await runMatrix({
-			engine,
-			options: matrixOptions(),
-			log: (m) => console.log(`[${elapsed()}] ${m}`),
-		});
+		const comparison = await runComparison({ engine, stack, options: compareOptions(), log });
 		console.log();
-		console.log(reportMatrix(matrix, matrixOptions()));
+		console.log(comparison.text);
+		outcomes.get(stack.key).comparison = comparison;
+		if (comparison.failed) process.exitCode = 1;
+	} catch (err) {
+		log(`compare: rivetkit ${stack.rivetkit} failed: ${err.stack ?? err.message}`);
+		process.exitCode = 1;
 	} finally {
 		await engine.stop();
 		engine = null;
 	}
 };
-if (options.matrix === "only") {
-	await runMatrixPart();
-	process.exit(0);
-}
 
-if (options.compare !== "0" && options.compare !== "skip") {
-	console.log("\n== RivetKit app on @rivetkit/rivetkit-napi@2.3.19 and on rivetkit-native ==\n");
-	engine = await startBenchEngine();
+const runMatrixPart = async (stack) => {
+	console.log(
+		`\n== [${stack.rivetkit}] Every shape of work on @rivetkit/rivetkit-napi@${stack.napi} and on rivetkit-native ==\n`,
+	);
+	engine = await startBenchEngine({ arch: stack.engineArch });
 	try {
-		const comparison = await runComparison({
-			engine,
-			options: compareOptions(),
-			log: (m) => console.log(`[${elapsed()}] ${m}`),
-		});
+		const matrix = await runMatrix({ engine, stack, options: matrixOptions(), log });
 		console.log();
-		console.log(comparison.text);
-		if (comparison.failed) process.exitCode = 1;
+		console.log(reportMatrix(matrix, matrixOptions()));
+		outcomes.get(stack.key).matrix = matrix;
+	} catch (err) {
+		log(`matrix: rivetkit ${stack.rivetkit} failed: ${err.stack ?? err.message}`);
+		process.exitCode = 1;
 	} finally {
 		await engine.stop();
 		engine = null;
 	}
-}
+};
 
-if (options.matrix !== "0" && options.compare !== "only" && options.sqlite !== "only") await runMatrixPart();
-
-if (options.sqlite !== "0" && options.compare !== "only") {
-	console.log("\n== SQLite (c.db) on @rivetkit/rivetkit-napi@2.3.19 and on rivetkit-native ==\n");
+const runSqlitePart = async (stack) => {
+	console.log(
+		`\n== [${stack.rivetkit}] SQLite (c.db) on @rivetkit/rivetkit-napi@${stack.napi} and on rivetkit-native ==\n`,
+	);
 	const comparison = await runSqliteComparison({
+		stack,
 		options: sqliteOptions(),
-		log: (m) => console.log(`[${elapsed()}] ${m}`),
+		log,
 		onEngine: (current) => (engine = current),
 	});
 	console.log();
 	console.log(comparison.text);
 	if (comparison.failed) process.exitCode = 1;
+};
+
+/**
+ * The versions next to each other: part 1's rows (theirs, ours, ratio per
+ * version) and the matrix's ratios ours / theirs, where more than one
+ * version ran.
+ */
+function summary() {
+	const ran = stacks.filter((stack) => outcomes.get(stack.key).comparison || outcomes.get(stack.key).matrix);
+	if (ran.length < 2) return;
+	const version = (stack) => stack.rivetkit;
+	console.log(`\n== Both RivetKit versions, each on its own engine and reference napi ==\n`);
+	const compared = ran.filter((stack) => outcomes.get(stack.key).comparison);
+	if (compared.length > 1) {
+		const columns = ["figure"];
+		for (const stack of compared)
+			columns.push(`${version(stack)} napi`, `${version(stack)} ours`, `${version(stack)} ours / napi`);
+		// The headline rows (those above "for information:"), labelled as in the first version's table.
+		const first = outcomes.get(compared[0].key).comparison.rows;
+		const cut = first.findIndex((row) => row.figure === "for information:");
+		const headline = cut < 0 ? first : first.slice(0, cut);
+		const rows = headline.map((row, i) => {
+			const out = { figure: row.figure };
+			for (const stack of compared) {
+				const r = outcomes.get(stack.key).comparison.rows[i] ?? {};
+				out[`${version(stack)} napi`] = r.theirs ?? "";
+				out[`${version(stack)} ours`] = r.ours ?? "";
+				out[`${version(stack)} ours / napi`] = r.ratio ?? "";
+			}
+			return out;
+		});
+		console.log(table(columns, rows));
+		console.log();
+	}
+	const matrices = ran.filter((stack) => outcomes.get(stack.key).matrix);
+	if (matrices.length > 1) {
+		const encodings = matrixOptions().encodings;
+		const header = `host CPU ours / napi (${matrices.map(version).join(" | ")})`;
+		const rows = [];
+		for (const transport of ["http", "ws"]) {
+			for (const shape of ["counter", "ledger"]) {
+				const row = { [header]: `${transport === "http" ? "HTTP" : "WebSocket"}, ${shape}` };
+				for (const encoding of encodings) {
+					row[encoding] = matrices
+						.map((stack) => {
+							const cell = outcomes
+								.get(stack.key)
+								.matrix.cells.find((c) => c.encoding === encoding && c.shape === shape && c.transport === transport);
+							return fmt(cell?.ours?.hostCpuMsPerOp / cell?.theirs?.hostCpuMsPerOp, 2);
+						})
+						.join(" | ");
+				}
+				rows.push(row);
+			}
+		}
+		console.log(table([header, ...encodings], rows));
+	}
 }
 
-if (options.compare !== "only" && options.sqlite !== "only") {
-	console.log(`\n== rivetkit-native scenarios (host=${options.host}) ==\n`);
+if (options.matrix === "only") {
+	for (const stack of stacks) {
+		banner(stack);
+		await runMatrixPart(stack);
+	}
+	summary();
+	process.exit(process.exitCode ?? 0);
+}
+
+for (const stack of stacks) {
+	const compare = options.compare !== "0" && options.compare !== "skip";
+	const matrix = options.matrix !== "0" && options.compare !== "only" && options.sqlite !== "only";
+	const sqlite = options.sqlite !== "0" && options.compare !== "only";
+	if (!compare && !matrix && !sqlite) break;
+	banner(stack);
+	if (compare) await runComparePart(stack);
+	if (matrix) await runMatrixPart(stack);
+	if (sqlite) await runSqlitePart(stack);
+}
+summary();
+
+if (options.scenarios !== "0" && options.compare !== "only" && options.sqlite !== "only") {
+	console.log(`\n== rivetkit-native scenarios (host=${options.host}, engine 2.3.19) ==\n`);
 	engine = await startBenchEngine();
 	let host;
 	try {
@@ -218,7 +321,7 @@ if (options.compare !== "only" && options.sqlite !== "only") {
 	}
 }
 if (options.cluster !== "0" && options.compare !== "only" && options.sqlite !== "only") {
-	console.log("\n== Cluster scenarios on @rivetkit/rivetkit-napi@2.3.19 and on rivetkit-native ==\n");
+	console.log("\n== Cluster scenarios on @rivetkit/rivetkit-napi@2.3.19 and on rivetkit-native (engine 2.3.19) ==\n");
 	await runCluster({ options: clusterOptions(), log: (m) => console.log(`[${elapsed()}] ${m}`) });
 }
 if (
@@ -227,7 +330,9 @@ if (
 	options.compare !== "only" &&
 	options.sqlite !== "only"
 ) {
-	console.log("\n== Engine-cluster faults on @rivetkit/rivetkit-napi@2.3.19 and on rivetkit-native ==\n");
+	console.log(
+		"\n== Engine-cluster faults on @rivetkit/rivetkit-napi@2.3.19 and on rivetkit-native (engine 2.3.19) ==\n",
+	);
 	await runEngineCluster({ options: engineClusterOptions(), log: (m) => console.log(`[${elapsed()}] ${m}`) });
 }
 console.log(`\nbench: done in ${elapsed()}`);

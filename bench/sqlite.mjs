@@ -1,8 +1,9 @@
 // The SQLite side-by-side: the `notes` actor of bench/apps/rivetkit-app.mjs
-// (RivetKit's `db({ onMigrate })`) on @rivetkit/rivetkit-napi@2.3.19 and on
-// rivetkit-native, like bench/compare.mjs (same hosts, same client, same
-// resolve hook). The RSS hosts run one after the other, each on a fresh
-// bench engine: a host killed with 1000 live actors leaves the engine busy
+// (RivetKit's `db({ onMigrate })`) on the reference @rivetkit/rivetkit-napi
+// and on rivetkit-native, for one RivetKit version (a stack of
+// bench/lib/stacks.mjs, on engines of its version), like bench/compare.mjs
+// (same hosts, same client, same install). The RSS hosts run one after the
+// other, each on a fresh bench engine: a host killed with 1000 live actors leaves the engine busy
 // with them for minutes (its envoy is declared lost after 5 min, see
 // lib/engine.mjs), and the next side's new actors then time out in the
 // engine.
@@ -40,7 +41,7 @@ import { getOrCreateActor, startBenchEngine, upsertRunnerConfig } from "./lib/en
 import { spawnHost } from "./lib/host.mjs";
 import { run } from "./lib/load.mjs";
 import { fmt, summarize, table } from "./lib/stats.mjs";
-import { envoyRegistered, newClient, SIDES, settledMemory } from "./compare.mjs";
+import { envoyRegistered, newClient, STACK_2_3, settledMemory } from "./compare.mjs";
 
 const int = (name, fallback) => {
 	const value = Number.parseInt(process.env[name] ?? "", 10);
@@ -106,17 +107,24 @@ const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 const errorText = (e) => (e ? `${e.group}.${e.code}` : "none");
 
 /** Spawns a host of `spec` on a pool of its own; returns `{host, client, pool}` once it serves. */
-async function startSide({ engine, spec, options, name }) {
+async function startSide({ engine, stack, spec, options, name }) {
 	const pool = `sql-${name}-${spec.side}-${process.pid}`;
-	await upsertRunnerConfig(engine.endpoint, pool);
-	const client = newClient(engine, pool, options.encoding);
+	await upsertRunnerConfig(engine, pool);
+	const client = newClient(engine, pool, options.encoding, stack);
 	const env =
 		spec.side === "ours"
 			? { RIVETKIT_NATIVE_SQLITE_MAX_OPEN: "100000", RIVETKIT_NATIVE_SQLITE_IDLE_CLOSE_MS: "86400000" }
 			: {};
-	const host = spawnHost({ impl: spec.impl, endpoint: engine.endpoint, pool, token: engine.token, env });
+	const host = spawnHost({
+		impl: spec.impl,
+		endpoint: engine.endpoint,
+		pool,
+		token: engine.token,
+		rivetkit: stack.key,
+		env,
+	});
 	try {
-		await envoyRegistered(engine.endpoint, pool, host);
+		await envoyRegistered(engine, pool, host);
 		await host.ready;
 	} catch (err) {
 		await host.kill();
@@ -139,11 +147,11 @@ const LATENCY_FIGURES = [
  * change of load on the machine hits both (the figures are well under a
  * millisecond).
  */
-async function latencyPhase({ engine, options, results, log }) {
+async function latencyPhase({ engine, stack, options, results, log }) {
 	const sides = [];
 	try {
-		for (const spec of SIDES) {
-			const side = await startSide({ engine, spec, options, name: "latency" });
+		for (const spec of stack.sides) {
+			const side = await startSide({ engine, stack, spec, options, name: "latency" });
 			sides.push(side);
 			// Keys are unique per actor name in the namespace, whatever the pool.
 			const key = `latency-${spec.side}`;
@@ -183,8 +191,8 @@ async function latencyPhase({ engine, options, results, log }) {
 }
 
 /** RSS per actor with an open database, on a host of its own. */
-async function rssPhase({ engine, spec, options, out, log }) {
-	const { host, client, pool } = await startSide({ engine, spec, options, name: "rss" });
+async function rssPhase({ engine, stack, spec, options, out, log }) {
+	const { host, client, pool } = await startSide({ engine, stack, spec, options, name: "rss" });
 	try {
 		await wake(engine, pool, client, "warm");
 		// Both hosts give memory back for a while after start-up (see
@@ -224,7 +232,7 @@ async function rssPhase({ engine, spec, options, out, log }) {
 	}
 }
 
-function report(results, options) {
+function report(results, options, stack) {
 	const t = results.theirs;
 	const o = results.ours;
 	const rows = [];
@@ -272,14 +280,14 @@ function report(results, options) {
 		ours: errorText(o.uncaught),
 		ratio: "",
 	});
-	const header = { figure: "figure", theirs: SIDES[0].label, ours: SIDES[1].label, ratio: "ours / theirs" };
+	const header = { figure: "figure", theirs: stack.sides[0].label, ours: stack.sides[1].label, ratio: "ours / theirs" };
 	const text = table(
 		Object.values(header),
 		rows.map((r) => Object.fromEntries(Object.entries(header).map(([key, title]) => [title, r[key]]))),
 	);
 	const notes = [];
-	for (const spec of SIDES) for (const note of results[spec.side].notes) notes.push(`${spec.label}: ${note}`);
-	for (const spec of SIDES) {
+	for (const spec of stack.sides) for (const note of results[spec.side].notes) notes.push(`${spec.label}: ${note}`);
+	for (const spec of stack.sides) {
 		const e = results[spec.side].caught?.error;
 		if (e) notes.push(`${spec.label}: the action's metadata.error: ${e}`);
 	}
@@ -287,31 +295,37 @@ function report(results, options) {
 }
 
 /**
- * Runs the SQLite comparison, each side on an engine of its own (started and
- * stopped here; `onEngine` is told the current one, for a signal handler).
- * Returns `{text, results, failed}`.
+ * Runs the SQLite comparison of `stack` (default RivetKit 2.3.19), each
+ * side on an engine of its own of the stack's version (started and stopped
+ * here; `onEngine` is told the current one, for a signal handler). Returns
+ * `{text, results, failed}`.
  */
-export async function runSqliteComparison({ options = sqliteOptions(), log = console.log, onEngine = () => {} }) {
-	const results = Object.fromEntries(SIDES.map((spec) => [spec.side, { notes: [] }]));
+export async function runSqliteComparison({
+	stack = STACK_2_3,
+	options = sqliteOptions(),
+	log = console.log,
+	onEngine = () => {},
+}) {
+	const results = Object.fromEntries(stack.sides.map((spec) => [spec.side, { notes: [] }]));
 	const withEngine = async (what, fn) => {
-		const engine = await startBenchEngine();
+		const engine = await startBenchEngine({ arch: stack.engineArch });
 		onEngine(engine);
 		try {
 			await fn(engine);
 		} catch (err) {
-			for (const spec of SIDES) results[spec.side].notes.push(`${what} failed: ${err.message}`);
+			for (const spec of stack.sides) results[spec.side].notes.push(`${what} failed: ${err.message}`);
 			log(`sqlite: ${what} failed: ${err.stack ?? err.message}`);
 		} finally {
 			await engine.stop();
 			onEngine(null);
 		}
 	};
-	await withEngine("latency phase", (engine) => latencyPhase({ engine, options, results, log }));
-	for (const spec of SIDES) {
+	await withEngine("latency phase", (engine) => latencyPhase({ engine, stack, options, results, log }));
+	for (const spec of stack.sides) {
 		await withEngine(`${spec.label} RSS phase`, (engine) =>
-			rssPhase({ engine, spec, options, out: results[spec.side], log }),
+			rssPhase({ engine, stack, spec, options, out: results[spec.side], log }),
 		);
 	}
-	const failed = SIDES.some((spec) => results[spec.side].notes.some((n) => n.includes("failed:")));
-	return { text: report(results, options), results, failed };
+	const failed = stack.sides.some((spec) => results[spec.side].notes.some((n) => n.includes("failed:")));
+	return { text: report(results, options, stack), results, failed };
 }

@@ -1,8 +1,19 @@
 // The engine for benchmarks: the test harness's private engine (free ports,
 // temporary database), plus the gateway and API helpers the scenarios use.
 //
-// `startBenchEngine()` starts it with three changes from the test harness's
-// settings, which are tuned for quick tests with a few actors:
+// `startBenchEngine({ arch })`: engine 2.3.19 ("v2", the default: the
+// RivetKit 2.3.19 parts, the scenarios and the scripts of bench/ written for
+// it) or engine 3.0.0 ("v3": the RivetKit 3.0 side-by-side). The settings
+// differ per arch (`BENCH_ENGINE_ENV`): engine 3.0 refuses to start with a
+// setting it does not know, and knows none of 2.3.19's pegboard settings
+// below but the lost threshold, which it names `node_lost_threshold`
+// (its pegboard settings, from its own "unknown field" error: node_lost_threshold,
+// node_ping_timeout, node_update_ping_interval, node_* queue capacities,
+// gateway_* and actor_* start and retry settings, sqlite_*; no eligibility
+// threshold and no reschedule backoff).
+//
+// On engine 2.3.19 three changes from the test harness's settings, which
+// are tuned for quick tests with a few actors:
 // - envoys are declared lost after 5 min without a ping (harness: 7 s;
 //   engine default: 15 s), ineligible for new actors after 30 s. Every live
 //   actor's workflow re-checks its envoy's liveness once per that threshold
@@ -25,9 +36,12 @@
 //   kept the engine at about half a core through the RSS measurements.)
 // - RUST_BACKTRACE=0 (this machine sets 1): the engine captures a backtrace
 //   for every failed request otherwise.
+// On engine 3.0: nodes lost after 5 min too (harness: 7 s; engine default
+// 40 s), for the same reason and so that both engines treat a busy host
+// alike, and RUST_BACKTRACE=0.
 
 import { processCpuMs } from "./proc.mjs";
-import { ADMIN_TOKEN, NAMESPACE, startEngine } from "../../__test__/helpers/engine.mjs";
+import { listEnvoys as listHarnessEnvoys, startEngine } from "../../__test__/helpers/engine.mjs";
 
 export {
 	getOrCreateActor,
@@ -36,35 +50,36 @@ export {
 	upsertRunnerConfig,
 } from "../../__test__/helpers/engine.mjs";
 
-/** Environment of the engine in benchmarks (see above). */
-export const BENCH_ENGINE_ENV = {
-	RUST_BACKTRACE: "0",
-	RIVET__PEGBOARD__ENVOY_LOST_THRESHOLD: "300000",
-	RIVET__PEGBOARD__ENVOY_ELIGIBLE_THRESHOLD: "30000",
-	RIVET__PEGBOARD__RETRY_RESET_DURATION: "600000",
-	RIVET__PEGBOARD__RESCHEDULE_BACKOFF_MAX_EXPONENT: "12",
-};
+/** Environment of the engine in benchmarks, per arch (see above). */
+export const BENCH_ENGINE_ENV = Object.freeze({
+	v2: {
+		RUST_BACKTRACE: "0",
+		RIVET__PEGBOARD__ENVOY_LOST_THRESHOLD: "300000",
+		RIVET__PEGBOARD__ENVOY_ELIGIBLE_THRESHOLD: "30000",
+		RIVET__PEGBOARD__RETRY_RESET_DURATION: "600000",
+		RIVET__PEGBOARD__RESCHEDULE_BACKOFF_MAX_EXPONENT: "12",
+	},
+	v3: {
+		RUST_BACKTRACE: "0",
+		RIVET__PEGBOARD__NODE_LOST_THRESHOLD: "300000",
+	},
+});
 
-/** The bench's private engine. */
-export function startBenchEngine() {
-	return startEngine({ env: BENCH_ENGINE_ENV });
+/** The bench's private engine of `arch` ("v2" or "v3"). */
+export function startBenchEngine({ arch = "v2" } = {}) {
+	const env = BENCH_ENGINE_ENV[arch];
+	if (!env) throw new Error(`unknown engine arch ${arch}`);
+	return startEngine({ arch, env });
 }
 
-/** `GET` on the engine API (admin token, default namespace). */
-async function apiGet(endpoint, path) {
-	const url = new URL(path, endpoint);
-	if (!url.searchParams.has("namespace")) url.searchParams.set("namespace", NAMESPACE);
-	const res = await fetch(url, {
-		headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
-		signal: AbortSignal.timeout(30_000),
-	});
-	if (!res.ok) throw new Error(`GET ${url.pathname} -> ${res.status}: ${await res.text()}`);
-	return res.json();
-}
-
-/** The envoys registered with the engine (`pool_name`, `stop_ts`, ...). */
-export async function listEnvoys(endpoint) {
-	return (await apiGet(endpoint, "/envoys")).envoys ?? [];
+/**
+ * The hosts connected to the engine at `target` (an endpoint or an engine
+ * object), those of `pool` when given: engine 2.3.19's envoys (`GET
+ * /envoys`: `pool_name`, `stop_ts`, ...), engine 3.0's nodes of the pool
+ * (`GET /pools/{pool}/nodes`; without a pool, none).
+ */
+export async function listEnvoys(target, pool) {
+	return listHarnessEnvoys(target, pool);
 }
 
 /**

@@ -13,8 +13,10 @@
 // garbage collection (hosts run with --expose-gc).
 //
 //   native          bench/hosts/native.mjs: rivetkit-native's API directly
-//   rivetkit-napi   bench/hosts/rivetkit.mjs: the RivetKit app on
-//                   @rivetkit/rivetkit-napi@2.3.19 (the reference)
+//   rivetkit-napi   bench/hosts/rivetkit.mjs: the RivetKit app on the
+//                   reference @rivetkit/rivetkit-napi of the `rivetkit`
+//                   version asked for ("2.3", the default: 2.3.19; "3":
+//                   3.0.0, bench/lib/stacks.mjs)
 //   rivetkit-native the same app and the same rivetkit files, on
 //                   rivetkit-native installed under the reference's name
 //                   (bench/lib/rivetkit-alias.mjs)
@@ -30,6 +32,7 @@ import { aliasedApp } from "./rivetkit-alias.mjs";
 
 const script = (name) => fileURLToPath(new URL(`../hosts/${name}`, import.meta.url));
 const rivetkitApp = fileURLToPath(new URL("../apps/rivetkit-app.mjs", import.meta.url));
+const appFor = (options, napi) => aliasedApp(rivetkitApp, { rivetkit: options.rivetkit ?? "2.3", napi });
 
 /** What each impl runs: `script`, extra `execArgv`, and its environment. */
 const HOSTS = {
@@ -41,12 +44,12 @@ const HOSTS = {
 	"rivetkit-napi": {
 		script: script("rivetkit.mjs"),
 		execArgv: [],
-		env: (options) => ({ ...rivetkitEnv(options), BENCH_APP: rivetkitApp }),
+		env: (options) => ({ ...rivetkitEnv(options), BENCH_APP: appFor(options, "reference") }),
 	},
 	"rivetkit-native": {
 		script: script("rivetkit.mjs"),
 		execArgv: [],
-		env: (options) => ({ ...rivetkitEnv(options), BENCH_APP: aliasedApp(rivetkitApp) }),
+		env: (options) => ({ ...rivetkitEnv(options), BENCH_APP: appFor(options, "ours") }),
 	},
 };
 
@@ -64,7 +67,8 @@ function rivetkitEnv({ endpoint, pool, namespace = "default", token }) {
 }
 
 /**
- * Forks host `impl` on `endpoint` with `pool` and returns at once:
+ * Forks host `impl` on `endpoint` with `pool` (the "rivetkit" hosts: on
+ * rivetkit `rivetkit`, "2.3" or "3") and returns at once:
  * `{impl, pid, child, spawnedAt, ready, exited, request, cpu, stop, kill}`;
  * `env` is added to the host's environment; with `captureStderr`, the
  * host's stderr is piped and `stderr()` returns what it wrote so far.
@@ -76,6 +80,7 @@ export function spawnHost({
 	endpoint,
 	pool,
 	token,
+	rivetkit = "2.3",
 	env = {},
 	readyTimeoutMs = 60_000,
 	captureStderr = false,
@@ -87,7 +92,7 @@ export function spawnHost({
 		execArgv: [...process.execArgv, "--expose-gc", ...spec.execArgv],
 		env: {
 			...process.env,
-			...spec.env({ endpoint, pool, token }),
+			...spec.env({ endpoint, pool, token, rivetkit }),
 			RIVET_LOG_LEVEL: process.env.RIVET_LOG_LEVEL ?? "warn",
 			// This machine sets RUST_BACKTRACE=1; production hosts do not.
 			RUST_BACKTRACE: "0",

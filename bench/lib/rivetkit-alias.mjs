@@ -1,17 +1,31 @@
-// Runs the comparison's RivetKit app on rivetkit-native the way an
-// application would install it: under the reference's package name, as an
-// npm alias (`"@rivetkit/rivetkit-napi": "npm:rivetkit-native@…"`) does.
+// Runs the comparison's RivetKit app on an addon the way an application
+// would install it: under the reference's package name, as an npm alias
+// (`"@rivetkit/rivetkit-napi": "npm:rivetkit-native@…"`) does, with the
+// rivetkit of a given version (bench/lib/stacks.mjs).
 //
-// bench/.alias/ (ignored by git) holds
-//   node_modules/rivetkit                 the same rivetkit files (hard links,
-//                                         or copies where links fail)
-//   node_modules/@rivetkit/rivetkit-napi  a symlink to this package (or to
-//                                         the directory of BENCH_ADDON)
+// bench/.alias/<version>-<napi>/ (ignored by git) holds
+//   node_modules/rivetkit                 that version's rivetkit files (hard
+//                                         links, or copies where links fail)
+//   node_modules/@rivetkit/rivetkit-napi  a symlink to the addon: this
+//                                         package (or the directory of
+//                                         BENCH_ADDON) for "ours", the
+//                                         reference napi of that version
+//                                         for "reference"
+//   node_modules/<every other package>    rivetkit 3.0's install only:
+//                                         symlinks to the packages next to it
+//                                         in examples/rivetkit-app-3
 //   apps/<app>.mjs                        a copy of the app
 // so that the app's `import "rivetkit"` finds that rivetkit, whose
-// `import("@rivetkit/rivetkit-napi")` finds rivetkit-native; rivetkit's own
-// dependencies resolve further up, in this package's node_modules, as for
-// the reference. Nothing is hooked.
+// `import("@rivetkit/rivetkit-napi")` finds the addon; rivetkit's own
+// dependencies resolve to those of its install (2.3.19: further up, in this
+// package's node_modules, as for the reference; 3.0.0: the symlinks, which
+// Node follows to their real place). Nothing is hooked. rivetkit 2.3.19 on
+// its reference napi needs none of this: the app runs where it is, on the
+// root's rivetkit and @rivetkit/rivetkit-napi.
+//
+// Each directory is rebuilt (beside it, then renamed into place) when what
+// it points at changed (versions.txt), else reused; the app copy is written
+// atomically, so bench scripts running at the same time do not trip on it.
 //
 // Why not the resolve hook of ./use-rivetkit-native.mjs: Node 20's
 // `module.register()` hooks run on a loader thread, and every later import
@@ -19,14 +33,27 @@
 // on 2 cores (all of rivetkit's modules load after it), which no real
 // install pays and which the reference's host did not pay either.
 
-import { copyFileSync, existsSync, linkSync, mkdirSync, readdirSync, rmSync, symlinkSync } from "node:fs";
-import { createRequire } from "node:module";
+import {
+	copyFileSync,
+	existsSync,
+	linkSync,
+	mkdirSync,
+	readdirSync,
+	readFileSync,
+	realpathSync,
+	renameSync,
+	rmSync,
+	symlinkSync,
+	writeFileSync,
+} from "node:fs";
 import { basename, dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
+import { LAYOUTS } from "./stacks.mjs";
+
 const benchDir = fileURLToPath(new URL("..", import.meta.url));
 const packageDir = fileURLToPath(new URL("../..", import.meta.url));
-const aliasDir = join(benchDir, ".alias");
+const aliasRoot = join(benchDir, ".alias");
 
 /** Copies directory `from` to `to`, hard-linking files where possible. */
 function linkTree(from, to) {
@@ -45,38 +72,78 @@ function linkTree(from, to) {
 	}
 }
 
-/** The directory of the package.json above `file`. */
-function packageRoot(file) {
-	let dir = dirname(file);
-	while (!existsSync(join(dir, "package.json"))) {
-		if (dirname(dir) === dir) throw new Error(`no package.json above ${file}`);
-		dir = dirname(dir);
+/** A symlink at `at` to directory `target` (relative). */
+const linkDir = (target, at) => symlinkSync(relative(dirname(at), target) || ".", at, "dir");
+
+/**
+ * Symlinks at `modules` to every package of `depsDir` (a node_modules)
+ * except rivetkit and @rivetkit/rivetkit-napi, scoped ones one by one.
+ */
+function linkDependencies(depsDir, modules) {
+	for (const entry of readdirSync(depsDir, { withFileTypes: true })) {
+		if (entry.name.startsWith(".") || entry.name === "rivetkit") continue;
+		const source = join(depsDir, entry.name);
+		if (entry.name.startsWith("@")) {
+			mkdirSync(join(modules, entry.name), { recursive: true });
+			for (const scoped of readdirSync(source)) {
+				if (entry.name === "@rivetkit" && scoped === "rivetkit-napi") continue;
+				linkDir(join(source, scoped), join(modules, entry.name, scoped));
+			}
+		} else linkDir(source, join(modules, entry.name));
+	}
+}
+
+const versionAt = (dir) => JSON.parse(readFileSync(join(dir, "package.json"), "utf8")).version;
+
+/** The addon directory of `napi` ("ours" or "reference") for `rivetkit`. */
+function addonDir(rivetkit, napi) {
+	if (napi === "reference") return LAYOUTS[rivetkit].referenceNapiDir;
+	return process.env.BENCH_ADDON ? dirname(resolve(process.env.BENCH_ADDON)) : packageDir;
+}
+
+/** bench/.alias/<rivetkit>-<napi>/, (re)built if what it points at changed. */
+function aliasDir(rivetkit, napi) {
+	const layout = LAYOUTS[rivetkit];
+	const dir = join(aliasRoot, `${rivetkit}-${napi}`);
+	const addon = realpathSync(addonDir(rivetkit, napi));
+	const stamp = `rivetkit ${versionAt(layout.rivetkitDir)} at ${realpathSync(layout.rivetkitDir)}\naddon ${addon}\n`;
+	const stampFile = join(dir, "versions.txt");
+	if (existsSync(stampFile) && readFileSync(stampFile, "utf8") === stamp) return dir;
+	// The single alias of earlier versions of this file, in bench/.alias
+	// itself: Node's lookup would fall back on it from the directories here.
+	for (const old of ["node_modules", "apps"]) rmSync(join(aliasRoot, old), { recursive: true, force: true });
+	const temp = `${dir}.${process.pid}.tmp`;
+	rmSync(temp, { recursive: true, force: true });
+	const modules = join(temp, "node_modules");
+	linkTree(layout.rivetkitDir, join(modules, "rivetkit"));
+	if (layout.depsDir) linkDependencies(layout.depsDir, modules);
+	mkdirSync(join(modules, "@rivetkit"), { recursive: true });
+	linkDir(addon, join(modules, "@rivetkit", "rivetkit-napi"));
+	mkdirSync(join(temp, "apps"), { recursive: true });
+	writeFileSync(join(temp, "package.json"), `${JSON.stringify({ type: "module", private: true }, null, 2)}\n`);
+	writeFileSync(join(temp, "versions.txt"), stamp);
+	rmSync(dir, { recursive: true, force: true });
+	try {
+		renameSync(temp, dir);
+	} catch (err) {
+		// Another bench process built it meanwhile.
+		rmSync(temp, { recursive: true, force: true });
+		if (!existsSync(stampFile)) throw err;
 	}
 	return dir;
 }
 
-let built = null;
-
 /**
- * Builds bench/.alias (once per process) and returns the path of the copy
- * of `app` (a file of bench/apps/) that runs on rivetkit-native.
+ * The path of the copy of `app` (a file of bench/apps/) that runs on
+ * rivetkit `rivetkit` ("2.3" or "3") with `napi` ("ours" or "reference");
+ * rivetkit 2.3.19 on the reference is `app` itself.
  */
-export function aliasedApp(app) {
-	if (!built) {
-		rmSync(aliasDir, { recursive: true, force: true });
-		const rivetkitDir = packageRoot(createRequire(join(packageDir, "package.json")).resolve("rivetkit"));
-		linkTree(rivetkitDir, join(aliasDir, "node_modules", "rivetkit"));
-		const addonDir = process.env.BENCH_ADDON ? dirname(resolve(process.env.BENCH_ADDON)) : packageDir;
-		const scope = join(aliasDir, "node_modules", "@rivetkit");
-		mkdirSync(scope, { recursive: true });
-		symlinkSync(relative(scope, addonDir) || ".", join(scope, "rivetkit-napi"), "dir");
-		mkdirSync(join(aliasDir, "apps"), { recursive: true });
-		built = new Map();
-	}
-	if (!built.has(app)) {
-		const copy = join(aliasDir, "apps", basename(app));
-		copyFileSync(app, copy);
-		built.set(app, copy);
-	}
-	return built.get(app);
+export function aliasedApp(app, { rivetkit = "2.3", napi = "ours" } = {}) {
+	if (!LAYOUTS[rivetkit]) throw new Error(`unknown RivetKit version ${rivetkit}`);
+	if (rivetkit === "2.3" && napi === "reference") return app;
+	const copy = join(aliasDir(rivetkit, napi), "apps", basename(app));
+	const temp = `${copy}.${process.pid}.tmp`;
+	copyFileSync(app, temp);
+	renameSync(temp, copy);
+	return copy;
 }
