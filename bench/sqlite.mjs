@@ -104,7 +104,8 @@ async function wake(engine, pool, client, key) {
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
-const errorText = (e) => (e ? `${e.group}.${e.code}` : "none");
+/** An error's `group.code`; "none" for no error, "-" where it was not measured. */
+const errorText = (e) => (e === undefined ? "-" : e ? `${e.group}.${e.code}` : "none");
 
 /** Spawns a host of `spec` on a pool of its own; returns `{host, client, pool}` once it serves. */
 async function startSide({ engine, stack, spec, options, name }) {
@@ -145,22 +146,30 @@ const LATENCY_FIGURES = [
  * Latency and errors: both sides' hosts (one actor each) on one engine, the
  * same measurements alternating between them for `rounds` rounds, so that a
  * change of load on the machine hits both (the figures are well under a
- * millisecond).
+ * millisecond). A side whose first statements fail is left out (its notes
+ * say why) and the other is measured alone.
  */
 async function latencyPhase({ engine, stack, options, results, log }) {
+	const started = [];
 	const sides = [];
 	try {
 		for (const spec of stack.sides) {
-			const side = await startSide({ engine, stack, spec, options, name: "latency" });
-			sides.push(side);
-			// Keys are unique per actor name in the namespace, whatever the pool.
-			const key = `latency-${spec.side}`;
-			await wake(engine, side.pool, side.client, key);
-			const { actor } = await getOrCreateActor(engine.endpoint, { name: "notes", key, pool: side.pool });
-			side.notes = side.client.notes.getForId(actor.actor_id);
-			side.spec = spec;
-			side.samples = Object.fromEntries(LATENCY_FIGURES.map(([name]) => [name, []]));
-			await side.notes.timed("insert", 20, 1);
+			try {
+				const side = await startSide({ engine, stack, spec, options, name: "latency" });
+				started.push(side);
+				// Keys are unique per actor name in the namespace, whatever the pool.
+				const key = `latency-${spec.side}`;
+				await wake(engine, side.pool, side.client, key);
+				const { actor } = await getOrCreateActor(engine.endpoint, { name: "notes", key, pool: side.pool });
+				side.notes = side.client.notes.getForId(actor.actor_id);
+				side.spec = spec;
+				side.samples = Object.fromEntries(LATENCY_FIGURES.map(([name]) => [name, []]));
+				await side.notes.timed("insert", 20, 1);
+				sides.push(side);
+			} catch (err) {
+				results[spec.side].notes.push(`latency phase failed: ${err.message}`);
+				log(`sqlite: ${spec.label} latency phase failed: ${err.stack ?? err.message}`);
+			}
 		}
 		for (let round = 0; round < options.rounds; round++) {
 			for (const [name, kind, concurrent] of LATENCY_FIGURES) {
@@ -183,7 +192,7 @@ async function latencyPhase({ engine, stack, options, results, log }) {
 			);
 		}
 	} finally {
-		for (const side of sides) {
+		for (const side of started) {
 			await side.host.kill();
 			await side.client.dispose();
 		}
@@ -307,13 +316,14 @@ export async function runSqliteComparison({
 	onEngine = () => {},
 }) {
 	const results = Object.fromEntries(stack.sides.map((spec) => [spec.side, { notes: [] }]));
-	const withEngine = async (what, fn) => {
+	/** Runs `fn` on a fresh engine; a failure is noted for `sides`. */
+	const withEngine = async (what, fn, sides = stack.sides) => {
 		const engine = await startBenchEngine({ arch: stack.engineArch });
 		onEngine(engine);
 		try {
 			await fn(engine);
 		} catch (err) {
-			for (const spec of stack.sides) results[spec.side].notes.push(`${what} failed: ${err.message}`);
+			for (const spec of sides) results[spec.side].notes.push(`${what} failed: ${err.message}`);
 			log(`sqlite: ${what} failed: ${err.stack ?? err.message}`);
 		} finally {
 			await engine.stop();
@@ -322,8 +332,10 @@ export async function runSqliteComparison({
 	};
 	await withEngine("latency phase", (engine) => latencyPhase({ engine, stack, options, results, log }));
 	for (const spec of stack.sides) {
-		await withEngine(`${spec.label} RSS phase`, (engine) =>
-			rssPhase({ engine, stack, spec, options, out: results[spec.side], log }),
+		await withEngine(
+			"RSS phase",
+			(engine) => rssPhase({ engine, stack, spec, options, out: results[spec.side], log }),
+			[spec],
 		);
 	}
 	const failed = stack.sides.some((spec) => results[spec.side].notes.some((n) => n.includes("failed:")));
