@@ -104,6 +104,7 @@ impl ServeConfig {
             engine_host: self.engine_host.clone(),
             engine_port: self.engine_port,
             engine_start_timeout: self.engine_start_timeout,
+            arch: crate::engine::EngineArch::required_by(self.contract()),
         }
     }
 }
