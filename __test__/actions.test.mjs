@@ -18,7 +18,7 @@ import {
 	officialClient,
 	vbare,
 } from "./helpers/client.mjs";
-import { getOrCreateActor, startEngine } from "./helpers/engine.mjs";
+import { gatewayHeaders, getOrCreateActor, startEngine } from "./helpers/engine.mjs";
 
 const ACTION_TIMEOUT_MS = 1_000;
 
@@ -265,7 +265,11 @@ describe("HTTP actions", () => {
 		});
 
 		test("a bad escape in the action name is the envoy's 500", async () => {
-			const res = await fetch(`${engine.endpoint}/gateway/${actorId}/action/%zz`, { method: "POST", body: "{}" });
+			const res = await fetch(`${engine.endpoint}/gateway/${actorId}/action/%zz`, {
+				method: "POST",
+				headers: gatewayHeaders(),
+				body: "{}",
+			});
 			assert.equal(res.status, 500);
 			assert.equal(res.headers.get("x-rivet-error"), "envoy.fetch_failed");
 			await res.arrayBuffer();
@@ -275,7 +279,7 @@ describe("HTTP actions", () => {
 		test("a queue send to an actor without onQueueSend: the reference's masked error, in the request encoding", async () => {
 			const res = await fetch(`${engine.endpoint}/gateway/${actorId}/queue/jobs`, {
 				method: "POST",
-				headers: { "x-rivet-encoding": "cbor" },
+				headers: gatewayHeaders({ "x-rivet-encoding": "cbor" }),
 				body: cborEncode({ body: 1 }),
 			});
 			assert.equal(res.status, 500);

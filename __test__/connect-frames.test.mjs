@@ -13,7 +13,7 @@ import { after, before, describe, test } from "node:test";
 
 import WebSocket from "ws";
 
-import { getOrCreateActor, startEngine, waitFor } from "./helpers/engine.mjs";
+import { getOrCreateActor, startEngine, TOKEN_PROTOCOL, waitFor } from "./helpers/engine.mjs";
 import { native, serveActors } from "./helpers/actors.mjs";
 import {
 	BareReader,
@@ -134,7 +134,7 @@ function openSocket(
 	{ protocols = [], encodingProtocol = `rivet_encoding.${encoding}` } = {},
 ) {
 	const url = `ws://127.0.0.1:${engine.guardPort}/gateway/${encodeURIComponent(actorId)}/connect`;
-	const ws = new WebSocket(url, ["rivet", encodingProtocol, ...protocols]);
+	const ws = new WebSocket(url, ["rivet", encodingProtocol, TOKEN_PROTOCOL, ...protocols]);
 	const frames = [];
 	const decodeErrors = [];
 	let wake = () => {};

@@ -16,7 +16,7 @@ import { createClient } from "rivetkit/client";
 import WebSocket from "ws";
 
 import { interrupt, startApp, waitForOutput } from "./helpers/app.mjs";
-import { ADMIN_TOKEN, NAMESPACE, gatewayFetch, startEngine, waitFor } from "./helpers/engine.mjs";
+import { ADMIN_TOKEN, gatewayFetch, NAMESPACE, startEngine, TOKEN_PROTOCOL, waitFor } from "./helpers/engine.mjs";
 
 const POOL = "inspector";
 /** The actor's inspector token, from its KV key `[3]` through the engine. */
@@ -206,7 +206,7 @@ function decodeMessage(buf) {
 function openInspector(engine, actorId, token, { version = 6 } = {}) {
 	const query = version === null ? "" : `?protocol_version=${version}`;
 	const url = `ws://127.0.0.1:${engine.guardPort}/gateway/${encodeURIComponent(actorId)}/inspector/connect${query}`;
-	const ws = new WebSocket(url, ["rivet", `rivet_inspector_token.${token}`]);
+	const ws = new WebSocket(url, ["rivet", TOKEN_PROTOCOL, `rivet_inspector_token.${token}`]);
 	const messages = [];
 	let wake = () => {};
 	ws.on("message", (buf) => {

@@ -13,7 +13,7 @@ import { after, before, describe, test } from "node:test";
 
 import WebSocket from "ws";
 
-import { createActor, startEngine, upsertRunnerConfig, waitFor } from "./helpers/engine.mjs";
+import { createActor, startEngine, TOKEN_PROTOCOL, upsertRunnerConfig, waitFor } from "./helpers/engine.mjs";
 import { native, serveActors } from "./helpers/actors.mjs";
 import { bridgedError, cborDecode } from "./helpers/client.mjs";
 
@@ -26,7 +26,7 @@ const TIMEOUT_MS = 15_000;
  */
 function openSocket(engine, actorId, path, { protocols = [] } = {}) {
 	const url = `ws://127.0.0.1:${engine.guardPort}/gateway/${encodeURIComponent(actorId)}${path}`;
-	const ws = new WebSocket(url, ["rivet", ...protocols]);
+	const ws = new WebSocket(url, ["rivet", TOKEN_PROTOCOL, ...protocols]);
 	const messages = [];
 	let wake = () => {};
 	ws.on("message", (data, isBinary) => {

@@ -12,7 +12,7 @@ import { after, before, describe, test } from "node:test";
 
 import WebSocket from "ws";
 
-import { createActor, gatewayFetch, getActor, startEngine, waitFor } from "./helpers/engine.mjs";
+import { createActor, gatewayFetch, getActor, startEngine, TOKEN_PROTOCOL, waitFor } from "./helpers/engine.mjs";
 import { json, native, serveActors } from "./helpers/actors.mjs";
 import { actionFetch, bridgedError } from "./helpers/client.mjs";
 
@@ -115,8 +115,8 @@ describe("a start hook that throws", () => {
 		const id = await create("userFail", "websocket");
 		const before = startsOf(id);
 		for (const [path, protocols] of [
-			["/connect", ["rivet", "rivet_encoding.json"]],
-			["/websocket/anything", ["rivet"]],
+			["/connect", ["rivet", "rivet_encoding.json", TOKEN_PROTOCOL]],
+			["/websocket/anything", ["rivet", TOKEN_PROTOCOL]],
 		]) {
 			const ws = new WebSocket(
 				`ws://127.0.0.1:${engine.guardPort}/gateway/${encodeURIComponent(id)}${path}`,

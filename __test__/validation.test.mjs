@@ -13,7 +13,7 @@ import { after, before, describe, test } from "node:test";
 
 import WebSocket from "ws";
 
-import { createActor, startEngine, waitFor } from "./helpers/engine.mjs";
+import { createActor, startEngine, TOKEN_PROTOCOL, waitFor } from "./helpers/engine.mjs";
 import { actorJobs, json, native, serveActors } from "./helpers/actors.mjs";
 import { BRIDGE_PREFIX } from "./helpers/client.mjs";
 
@@ -298,7 +298,7 @@ describe("context, schedule, kv, conn and websocket arguments on the real engine
 	test("WebSocket.send/close: bad data, flags, codes and reasons are refused and the socket stays usable", async () => {
 		const id = await create("ws");
 		const url = `ws://127.0.0.1:${engine.guardPort}/gateway/${encodeURIComponent(id)}/websocket/check`;
-		const ws = new WebSocket(url, ["rivet"]);
+		const ws = new WebSocket(url, ["rivet", TOKEN_PROTOCOL]);
 		ws.on("error", () => {});
 		const messages = [];
 		ws.on("message", (data) => messages.push(Buffer.from(data).toString()));

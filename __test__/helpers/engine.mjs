@@ -440,6 +440,9 @@ export async function startEngine({
 
 	return {
 		arch,
+		// The generation number of an actor's first start: engine 2.3 counts
+		// from 1, engine 3.0 from 0.
+		firstGeneration: arch === "v3" ? 0 : 1,
 		version,
 		binary,
 		endpoint,
@@ -680,12 +683,24 @@ export function destroyActor(target, actorId) {
 	return api(target, "DELETE", `/actors/${encodeURIComponent(actorId)}`);
 }
 
+/**
+ * The headers a client of the gateway sends: the token (engine 3.0 asks
+ * every client for one; 2.3 on loopback ignores it), then `headers`.
+ */
+export function gatewayHeaders(headers = {}) {
+	return { "x-rivet-token": ADMIN_TOKEN, ...headers };
+}
+
+/** The WebSocket subprotocol that carries the token to the gateway. */
+export const TOKEN_PROTOCOL = `rivet_token.${ADMIN_TOKEN}`;
+
 /** `fetch` through the gateway with path routing: `/gateway/{id}{path}`. */
 export function gatewayFetch(target, actorId, path = "/", init = {}) {
 	const suffix = path.startsWith("/") ? path : `/${path}`;
 	return fetch(`${endpointOf(target)}/gateway/${encodeURIComponent(actorId)}${suffix}`, {
 		signal: AbortSignal.timeout(60_000),
 		...init,
+		headers: gatewayHeaders(init.headers),
 	});
 }
 

@@ -27,9 +27,10 @@
 //! # Limits (`kv.*` errors, public, status 400)
 //!
 //! - `kv.key_too_large`: `put`/`batch_put` of a key longer than
-//!   [`MAX_KEY_SIZE`] (2045) bytes. The engine allows 2048 bytes of
-//!   *encoded* key: the key plus two bytes of framing plus our one-byte
-//!   prefix.
+//!   [`MAX_KEY_SIZE`] (2043) bytes, each zero byte counting twice
+//!   ([`stored_len`]). The engine allows 2048 bytes of *encoded* key: the
+//!   key plus its framing (two bytes on engine 2.3, four on 3.0, which also
+//!   escapes every zero byte) plus our one-byte prefix.
 //! - `kv.value_too_large`: a value longer than [`MAX_VALUE_SIZE`] (128 KiB).
 //!   Empty values are stored as such.
 //!
@@ -165,7 +166,7 @@ impl ActorKv {
         // to be stored is not asked.
         let mut unique: Vec<Vec<u8>> = Vec::with_capacity(keys.len());
         let mut seen = HashMap::with_capacity(keys.len());
-        for key in keys.iter().filter(|k| k.len() <= MAX_KEY_SIZE) {
+        for key in keys.iter().filter(|k| storable(k)) {
             seen.entry(key.as_slice()).or_insert_with(|| {
                 unique.push(user_key(key));
                 unique.len() - 1
@@ -211,7 +212,7 @@ impl ActorKv {
 
     pub async fn batch_delete(&self, keys: &[Vec<u8>]) -> anyhow::Result<()> {
         self.check_writable()?;
-        let mut unique: Vec<Vec<u8>> = keys.iter().filter(|k| k.len() <= MAX_KEY_SIZE).map(|k| user_key(k)).collect();
+        let mut unique: Vec<Vec<u8>> = keys.iter().filter(|k| storable(k)).map(|k| user_key(k)).collect();
         unique.sort();
         unique.dedup();
         for chunk in unique.chunks(ENGINE_MAX_KEYS) {
@@ -292,12 +293,26 @@ fn lost_error(ctx: &ActorContext) -> anyhow::Error {
         .into_anyhow()
 }
 
-/// `kv.key_too_large` unless `key` fits.
+/// `kv.key_too_large` unless `key` fits: its [`stored_len`] at most
+/// [`MAX_KEY_SIZE`].
 pub fn check_key(key: &[u8]) -> anyhow::Result<()> {
-    if key.len() > MAX_KEY_SIZE {
-        return Err(too_large(crate::error_codes::KV_KEY_TOO_LARGE, "key", key.len(), MAX_KEY_SIZE));
+    if stored_len(key) > MAX_KEY_SIZE {
+        return Err(too_large(crate::error_codes::KV_KEY_TOO_LARGE, "key", stored_len(key), MAX_KEY_SIZE));
     }
     Ok(())
+}
+
+/// The bytes a user key takes against the engine's key limit: its length,
+/// plus one for each zero byte, which engine 3.0 escapes to two bytes
+/// (measured: 1021 zero bytes are stored, 1022 refused). Engine 2.3 does not
+/// count them; the stricter rule keeps a stored key storable on both.
+pub fn stored_len(key: &[u8]) -> usize {
+    key.len() + key.iter().filter(|b| **b == 0).count()
+}
+
+/// Whether `key` can be stored at all (a longer one reads as missing).
+fn storable(key: &[u8]) -> bool {
+    stored_len(key) <= MAX_KEY_SIZE
 }
 
 /// `kv.value_too_large` unless `value` fits.
@@ -733,13 +748,17 @@ mod tests {
         let f = fixture();
         f.kv.put(&vec![1; MAX_KEY_SIZE], b"x").await.unwrap();
         f.kv.put(b"v", &vec![1; MAX_VALUE_SIZE]).await.unwrap();
-        assert_eq!(MAX_KEY_SIZE, 2045);
+        assert_eq!(MAX_KEY_SIZE, 2043);
 
         let err = f.kv.put(&vec![1; MAX_KEY_SIZE + 1], b"x").await.unwrap_err();
         assert_eq!(code(&err), "kv.key_too_large");
         let e = RivetError::extract(&err);
-        assert_eq!(e.metadata, Some(json!({ "size": 2046, "limit": 2045 })));
+        assert_eq!(e.metadata, Some(json!({ "size": 2044, "limit": 2043 })));
         assert!(e.is_public());
+        // Zero bytes count twice: engine 3.0 escapes them.
+        f.kv.put(&[vec![0; 1021], vec![1]].concat(), b"x").await.unwrap();
+        let err = f.kv.put(&vec![0; 1022], b"x").await.unwrap_err();
+        assert_eq!(RivetError::extract(&err).metadata, Some(json!({ "size": 2044, "limit": 2043 })));
 
         let err = f.kv.put(b"v2", &vec![1; MAX_VALUE_SIZE + 1]).await.unwrap_err();
         assert_eq!(code(&err), "kv.value_too_large");

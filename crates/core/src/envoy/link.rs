@@ -83,7 +83,17 @@ impl EngineLink for EnvoyLink {
         limit: Option<u64>,
     ) -> BoxFuture<'static, anyhow::Result<KvEntries>> {
         let (h, id) = (self.0.clone(), actor_id.to_string());
-        async move { h.kv_list_range(id, start, end, true, Some(reverse), limit).await }.boxed()
+        async move {
+            // `[start, end)` on both engine architectures (docs/storage.md,
+            // "Ranges"): the engines agree on the inclusive range only.
+            // Engine 2.3 reads `exclusive` as "leave out `end`", engine 3.0
+            // as "leave out both ends", so the inclusive range is asked for,
+            // one entry more than the limit, and `end` is dropped here.
+            let asked = limit.map(|l| l.saturating_add(1));
+            let entries = h.kv_list_range(id, start, end.clone(), false, Some(reverse), asked).await?;
+            Ok(half_open(entries, &end, limit))
+        }
+        .boxed()
     }
     fn set_alarm(&self, actor_id: &str, generation: u32, timestamp_ms: Option<i64>) {
         self.0.set_alarm(actor_id.to_string(), timestamp_ms, Some(generation));
@@ -109,5 +119,35 @@ impl EngineLink for EnvoyLink {
             })
             .collect();
         self.0.restore_hibernating_requests(actor_id.to_string(), metas);
+    }
+}
+
+/// The entries of an inclusive range answer without the one at `end`, at
+/// most `limit` of them (in the answer's order, forward or reverse).
+fn half_open(mut entries: KvEntries, end: &[u8], limit: Option<u64>) -> KvEntries {
+    entries.retain(|(key, _)| key.as_slice() != end);
+    if let Some(limit) = limit.and_then(|l| usize::try_from(l).ok()) {
+        entries.truncate(limit);
+    }
+    entries
+}
+
+#[cfg(test)]
+mod tests {
+    use super::half_open;
+
+    fn entries(keys: &[&str]) -> super::KvEntries {
+        keys.iter().map(|k| (k.as_bytes().to_vec(), Vec::new())).collect()
+    }
+
+    #[test]
+    fn an_inclusive_answer_becomes_half_open() {
+        let keys = |e: super::KvEntries| e.into_iter().map(|(k, _)| String::from_utf8(k).unwrap()).collect::<Vec<_>>();
+        assert_eq!(keys(half_open(entries(&["b", "c", "d"]), b"d", Some(2))), ["b", "c"]);
+        assert_eq!(keys(half_open(entries(&["b", "c"]), b"d", Some(2))), ["b", "c"]);
+        // Reverse: `end` comes first and is dropped; the limit counts the rest.
+        assert_eq!(keys(half_open(entries(&["d", "c", "b"]), b"d", Some(2))), ["c", "b"]);
+        assert_eq!(keys(half_open(entries(&["e", "d"]), b"d", None)), ["e"]);
+        assert_eq!(keys(half_open(entries(&["d"]), b"d", Some(0))), Vec::<String>::new());
     }
 }
