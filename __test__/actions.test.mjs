@@ -66,7 +66,7 @@ describe("HTTP actions", () => {
 	let engine;
 	let host;
 	before(async () => {
-		engine = await startEngine();
+		engine = await startEngine({ arch: "v3" });
 		host = await serveActors(engine, { counter: counterFactory() });
 	});
 	after(async () => {

@@ -22,7 +22,7 @@ describe("a generation that starts slowly", () => {
 	const previousCap = process.env.RIVETKIT_MAX_QUEUED_REQUESTS_PER_ACTOR;
 
 	before(async () => {
-		engine = await startEngine();
+		engine = await startEngine({ arch: "v3" });
 		process.env.RIVETKIT_MAX_QUEUED_REQUESTS_PER_ACTOR = "1";
 		const slow = new native.NapiActorFactory({
 			createState: async () => json({ n: 0 }),
@@ -93,7 +93,7 @@ describe("maxActions", () => {
 	const releases = [];
 
 	before(async () => {
-		engine = await startEngine();
+		engine = await startEngine({ arch: "v3" });
 		const capped = new native.NapiActorFactory(
 			{
 				createState: async () => json({}),

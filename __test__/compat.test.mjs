@@ -11,7 +11,7 @@
 // `@rivetkit/rivetkit-napi@3.0.0`). The tests named "3.0 contract" check
 // what 3.0.0 added (`CancellationListener`, `engineSpawn?: boolean`,
 // `sqliteProfiling.queries`/`fingerprints`); they fail until the addon's
-// 3.0 work lands (/work/shared/notes/rivetkit-3.md).
+// 3.0 work lands (docs/versions.md).
 
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";

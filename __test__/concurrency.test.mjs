@@ -24,7 +24,7 @@ const live = new Map();
 const wakes = [];
 
 before(async () => {
-	engine = await startEngine();
+	engine = await startEngine({ arch: "v3" });
 	const counter = new native.NapiActorFactory({
 		createState: async () => cborEncode({ count: 0 }),
 		onWake: async (_e, { ctx }) => {

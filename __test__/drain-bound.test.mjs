@@ -40,7 +40,7 @@ const CASES = [
 
 for (const { fault, what, pastLease } of CASES) {
 	test(`SIGINT with the engine ${what}: the host exits within drainTimeoutMs + 1 s and names the unsaved actors`, async (t) => {
-		const engine = await startEngine();
+		const engine = await startEngine({ arch: "v3" });
 		let host;
 		try {
 			const pool = `gone-${fault.toLowerCase()}${pastLease ? "-lease" : ""}-${process.pid}`;

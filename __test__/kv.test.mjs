@@ -28,7 +28,7 @@ describe("ctx.kv() on the real engine", () => {
 	const kept = new Map();
 
 	before(async () => {
-		engine = await startEngine();
+		engine = await startEngine({ arch: "v3" });
 		const factory = new native.NapiActorFactory(
 			{
 				createState: async () => json({ n: 1 }),

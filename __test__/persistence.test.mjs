@@ -11,7 +11,7 @@ const host = fileURLToPath(new URL("./fixtures/counter-host.mjs", import.meta.ur
 let engine;
 
 before(async () => {
-	engine = await startEngine();
+	engine = await startEngine({ arch: "v3" });
 });
 after(async () => {
 	await engine?.stop();

@@ -20,7 +20,7 @@ describe("ray IDs", () => {
 	let relayId;
 
 	before(async () => {
-		engine = await startEngine();
+		engine = await startEngine({ arch: "v3" });
 		const traced = new native.NapiActorFactory({
 			createState: async () => json({}),
 			onRequest: async (_err, { ctx }) => ({

@@ -15,7 +15,7 @@ const hostScript = fileURLToPath(new URL("./fixtures/reliability-host.mjs", impo
 let engine;
 
 before(async () => {
-	engine = await startEngine();
+	engine = await startEngine({ arch: "v3" });
 });
 after(async () => {
 	await engine?.stop();

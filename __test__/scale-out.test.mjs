@@ -20,7 +20,7 @@ describe("two hosts in one pool", () => {
 	const hosts = [];
 
 	before(async () => {
-		engine = await startEngine();
+		engine = await startEngine({ arch: "v3" });
 		for (const name of ["a", "b"]) {
 			const app = startApp("src/server.mjs", {
 				RIVET_ENDPOINT: engine.endpoint,

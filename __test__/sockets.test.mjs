@@ -98,7 +98,7 @@ let serving;
 const sockets = [];
 
 before(async () => {
-	engine = await startEngine();
+	engine = await startEngine({ arch: "v3" });
 });
 
 after(async () => {

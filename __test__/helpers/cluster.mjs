@@ -19,7 +19,7 @@
 //
 // This cluster is engine 2.3.19's (arch "v2" of ./engine.mjs): engine 3.0
 // has no PostgreSQL or NATS (its nodes share one object store instead,
-// /work/shared/notes/engine-3.md), so these nodes stay on v2.
+// docs/engine.md), so these nodes stay on v2.
 
 import { execFileSync, spawn, spawnSync } from "node:child_process";
 import { once } from "node:events";
