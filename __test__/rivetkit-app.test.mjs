@@ -33,6 +33,7 @@ const FIXTURE_POOL = "rivetkit-app-fixture";
 for (const version of ["2", "3"]) {
 	const appDir = appDirFor({ rivetkit: version });
 	const storage = mkdtempSync(join(tmpdir(), "rivetkit-native-app-"));
+	const fixtureStorage = mkdtempSync(join(tmpdir(), "rivetkit-native-app-fixture-"));
 	const { createClient: clientOf } =
 		version === "3"
 			? await import(pathToFileURL(join(appDir, "node_modules/rivetkit/dist/tsup/client/mod.js")).href)
@@ -156,7 +157,9 @@ for (const version of ["2", "3"]) {
 			}
 			// Any other engine with its storage here (a pid the log did not show).
 			await stopEnginesUnder(storage);
+			await stopEnginesUnder(fixtureStorage);
 			rmSync(storage, { recursive: true, force: true });
+			rmSync(fixtureStorage, { recursive: true, force: true });
 		});
 
 		test("actions through handles", async () => {
@@ -323,14 +326,19 @@ for (const version of ["2", "3"]) {
 			// after a pool's host restarted, engine 2.3.19 is slow to place new
 			// actors in that pool.
 			// The JavaScript stacks of failed calls are logged at debug level.
-			app = startApp("test/unsupported-server.mjs", port, {
+			// On an engine of its own (port and storage): the app before it stopped
+			// the engine it started, and engine 2.3.19 restarted over that data is
+			// slow to place actors while it reschedules the old ones.
+			const fixturePort = (await findFreePorts()).guard;
+			app = startApp("test/unsupported-server.mjs", fixturePort, {
 				RIVET_POOL: FIXTURE_POOL,
 				RIVET_LOG_LEVEL: "",
 				RUST_LOG: "info,rivetkit_native_core::routing::failure=debug",
+				RIVETKIT_STORAGE_PATH: fixtureStorage,
 			});
 			apps.push(app);
 			await appReady(app, "the fixture app");
-			const fixture = createClient({ endpoint, poolName: FIXTURE_POOL });
+			const fixture = createClient({ endpoint: `http://127.0.0.1:${fixturePort}`, poolName: FIXTURE_POOL });
 			const jobs = fixture.jobs.getOrCreate(["unsupported"]);
 			assert.equal(await jobs.ping(), "pong (0 submitted)");
 

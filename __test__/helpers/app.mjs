@@ -25,7 +25,7 @@ import { once } from "node:events";
 import { createServer as createHttpServer, request as httpRequest } from "node:http";
 import { createServer } from "node:net";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { fileURLToPath, pathToFileURL } from "node:url";
 
 import { referenceDir, shareSources } from "../../examples/rivetkit-app-3/share.mjs";
 import { waitFor } from "./engine.mjs";
@@ -198,4 +198,21 @@ export async function recordingProxy(target) {
 				server.close(() => resolve());
 			}),
 	};
+}
+
+/** The engine each RivetKit version runs on (the harness's `arch`). */
+export const engineArchOf = (rivetkit) => (String(rivetkit) === "3" ? "v3" : "v2");
+
+/**
+ * `createClient` of the official client of `rivetkit` ("2" or "3"): the
+ * root's devDependency for 2.3.19, the 3.0 example's own install for 3.0.
+ * The client entry point never loads a napi addon.
+ */
+export async function clientFor(rivetkit) {
+	if (String(rivetkit) === "3") {
+		shareSources();
+		const entry = join(appDirs[3], "node_modules/rivetkit/dist/tsup/client/mod.js");
+		return (await import(pathToFileURL(entry).href)).createClient;
+	}
+	return (await import("rivetkit/client")).createClient;
 }
