@@ -1809,6 +1809,7 @@ mod tests {
 				metadata: None,
 				not_global: true,
 				debug_latency_ms: None,
+				lease_probe_actor_id: crate::lease::NO_ACTOR.to_owned(),
 				max_queued_requests_per_actor:
 					crate::queued_requests::DEFAULT_MAX_QUEUED_REQUESTS_PER_ACTOR,
 				callbacks,

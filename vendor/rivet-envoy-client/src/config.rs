@@ -35,6 +35,13 @@ pub struct EnvoyConfig {
 	/// request is answered `envoy.actor_overloaded` (`crate::queued_requests`).
 	pub max_queued_requests_per_actor: usize,
 
+	/// rivetkit-native patch: the actor id the lease's probes name
+	/// (`crate::lease`): one the engine answers with an error at once. It
+	/// depends on the engine: [`crate::lease::NO_ACTOR`] for 2.3,
+	/// [`crate::lease::NIL_ACTOR`] for 3.0, which drops the connection on an
+	/// id that does not parse.
+	pub lease_probe_actor_id: String,
+
 	pub callbacks: Arc<dyn EnvoyCallbacks>,
 }
 

@@ -157,7 +157,7 @@ pub fn requeue_sent_kv_requests(ctx: &mut EnvoyContext) {
 		if !request.sent {
 			continue;
 		}
-		if request.actor_id == crate::lease::NO_ACTOR {
+		if request.actor_id == ctx.shared.config.lease_probe_actor_id {
 			probes.push(*request_id);
 		} else {
 			request.sent = false;

@@ -33,14 +33,17 @@ pub const MARGIN_MS: i64 = 1_000;
 /// Probes waiting for their answer, at most; the oldest is forgotten
 /// first (a partition leaves probes unanswered, one per engine ping).
 const MAX_OUTSTANDING: usize = 8;
-/// The actor id every probe names: the nil id (version 1, all zero bytes,
-/// in the engine's 30-character base-36 form), which no actor ever has.
-/// The engine answers it with an error at once, on a KV queue of its own
-/// (it keeps one per actor id), so a probe never waits behind an actor's
-/// writes; any answer proves the order. It must parse as an id: engine 3.0
-/// drops the whole connection on a KV request whose id does not
-/// ("unsupported ID version"), where 2.3 answered an error.
-pub const NO_ACTOR: &str = "100000000000000000000000000000";
+/// The actor id of the probes on engine 2.3: it is no actor id, so the
+/// engine answers it with an error at once, without touching storage, on a
+/// KV queue of its own (the engine keeps one per actor id): a probe never
+/// waits behind an actor's writes. Any answer proves the order.
+pub const NO_ACTOR: &str = "lease-probe";
+/// The actor id of the probes on engine 3.0: the nil id (version 1, all
+/// zero bytes, in the engine's 30-character base-36 form), which no actor
+/// ever has. Engine 3.0 drops the whole connection on a KV request whose id
+/// does not parse ("unsupported ID version"), and answers this one with an
+/// error within milliseconds.
+pub const NIL_ACTOR: &str = "100000000000000000000000000000";
 
 #[derive(Default)]
 pub struct Lease {
@@ -67,7 +70,7 @@ async fn send_probe(ctx: &mut EnvoyContext) -> u32 {
 	let (response_tx, _) = oneshot::channel();
 	crate::kv::handle_kv_request(
 		ctx,
-		NO_ACTOR.to_owned(),
+		ctx.shared.config.lease_probe_actor_id.clone(),
 		protocol::KvRequestData::KvGetRequest(protocol::KvGetRequest { keys: Vec::new() }),
 		None,
 		response_tx,

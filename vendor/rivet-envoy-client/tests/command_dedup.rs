@@ -90,6 +90,7 @@ fn new_envoy_context() -> EnvoyContext {
 			metadata: None,
 			not_global: true,
 			debug_latency_ms: None,
+			lease_probe_actor_id: rivet_envoy_client::lease::NO_ACTOR.to_owned(),
 			max_queued_requests_per_actor:
 				rivet_envoy_client::queued_requests::DEFAULT_MAX_QUEUED_REQUESTS_PER_ACTOR,
 			callbacks: Arc::new(IdleCallbacks),

@@ -123,6 +123,7 @@ fn new_shared_context() -> Arc<SharedContext> {
 			metadata: None,
 			not_global: true,
 			debug_latency_ms: None,
+			lease_probe_actor_id: rivet_envoy_client::lease::NO_ACTOR.to_owned(),
 			max_queued_requests_per_actor:
 				rivet_envoy_client::queued_requests::DEFAULT_MAX_QUEUED_REQUESTS_PER_ACTOR,
 			callbacks: Arc::new(IdleCallbacks),

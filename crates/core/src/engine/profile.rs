@@ -14,6 +14,7 @@
 //! | who is connected | `GET /envoys?name={pool}` | `GET /pools/{pool}/nodes` |
 //! | pool names | anything | a DNS label |
 //! | the RivetKit it serves | 2.3 | 3.0 (and direct use) |
+//! | the actor id the lease's probes name | `lease-probe` (refused at once, without a storage read) | the nil id (3.0 drops the connection on an id that does not parse) |
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -116,6 +117,15 @@ impl EngineArch {
         match self {
             Self::V2 => Some("start"),
             Self::V3 => None,
+        }
+    }
+
+    /// The actor id the envoy's lease probes name (docs/durability.md): one
+    /// the engine answers with an error at once.
+    pub fn lease_probe_actor_id(self) -> &'static str {
+        match self {
+            Self::V2 => rivet_envoy_client::lease::NO_ACTOR,
+            Self::V3 => rivet_envoy_client::lease::NIL_ACTOR,
         }
     }
 

@@ -195,6 +195,8 @@ pub(crate) async fn connect_envoy(
         .with_metadata(serde_json::json!({ "endpoint": config.endpoint, "pool": config.pool_name }))
         .into_anyhow());
     }
+    // The engine that answers decides what the lease's probes name.
+    let arch = engine::running_arch(&config.engine_options()).await;
     let envoy = start_envoy_sync(EnvoyConfig {
         version: config.version,
         endpoint: config.endpoint.clone(),
@@ -208,6 +210,7 @@ pub(crate) async fn connect_envoy(
         not_global: true,
         debug_latency_ms: None,
         max_queued_requests_per_actor: config.max_queued_requests_per_actor,
+        lease_probe_actor_id: arch.lease_probe_actor_id().to_owned(),
         callbacks: Arc::new(RegistryCallbacks::new(dispatcher.clone(), key_index(config))),
     });
     // The envoy client retries a DNS failure or a refused connection
