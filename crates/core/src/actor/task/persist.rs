@@ -33,6 +33,13 @@ pub(crate) async fn refresh_state(ctx: &ActorContext, hooks: &DynHooks) {
                     ctx.set_state(state);
                 }
             }
+            // RivetKit 3.0 saves the state itself at the end of `onSleep`,
+            // then clears the generation's bag: a later `serializeState`
+            // throws `actor.stopping`, and the last known state is the
+            // one it saved (docs/versions.md). Nothing to warn about.
+            Ok(Err(err)) if crate::error::RivetError::extract(&err).qualified_code() == "actor.stopping" => {
+                tracing::debug!("serializeState after the generation's state was cleared; saving the last known state")
+            }
             Ok(Err(err)) => {
                 tracing::warn!(error = %format!("{err:#}"), "serializeState failed; saving the last known state")
             }
