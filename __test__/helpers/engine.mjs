@@ -568,7 +568,11 @@ async function api(target, method, path, body, { retry = method !== "POST", retr
 			return await apiOnce(endpoint, method, path, body);
 		} catch (err) {
 			const wait = retryAfter(err);
-			if (!retry || wait === null || Date.now() >= deadline) throw err;
+			// Engine 3.0's overload answer refuses the command before it runs
+			// ("the storage host refused the command", e.g. while a storage
+			// volume moves just after start): safe to send again, a create too.
+			const refused = err.body?.group === "depot" && err.body?.code === "overloaded";
+			if (!(retry || refused) || wait === null || Date.now() >= deadline) throw err;
 			await new Promise((r) => setTimeout(r, wait));
 		}
 	}

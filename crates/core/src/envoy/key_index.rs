@@ -16,6 +16,9 @@ use crate::engine::http;
 /// One question takes at most this long; a slower engine is treated as
 /// an engine that cannot answer (the start goes on, and says so).
 const ASK_TIMEOUT: Duration = Duration::from_secs(3);
+/// How often an overload answer (engine 3.0, `retry_after_ms`) is asked
+/// again before it counts as a failure.
+const OVERLOAD_RETRIES: usize = 5;
 
 /// Where and as whom to ask.
 #[derive(Debug)]
@@ -99,7 +102,14 @@ impl KeyIndex {
             .append_pair("namespace", &self.namespace)
             .append_pair("name", name)
             .append_pair("key", key);
-        let res = http::get(&url, self.token.as_deref(), ASK_TIMEOUT).await?;
+        let mut res = http::get(&url, self.token.as_deref(), ASK_TIMEOUT).await?;
+        // Engine 3.0 sheds a read while its storage moves, saying when to
+        // ask again (docs/engine.md): asked again a few times.
+        for _ in 0..OVERLOAD_RETRIES {
+            let Some(ms) = crate::engine::runner_config::retry_after_ms(&res.text()) else { break };
+            tokio::time::sleep(std::time::Duration::from_millis(ms.clamp(10, 2_000))).await;
+            res = http::get(&url, self.token.as_deref(), ASK_TIMEOUT).await?;
+        }
         if matches!(res.status, 401 | 403) {
             self.refused.store(true, Ordering::Relaxed);
             bail!(
@@ -134,6 +144,22 @@ mod tests {
         let request = server.requests().pop().expect("one request");
         assert_eq!(request.header("authorization").as_deref(), Some("Bearer tok"));
         (owner, request.target)
+    }
+
+    #[tokio::test]
+    async fn an_overload_answer_is_asked_again() {
+        let server = FakeServer::start(|_, n| {
+            if n == 0 {
+                json_response(400, r#"{"group":"depot","code":"overloaded","message":"retry after 10 ms."}"#)
+            } else {
+                json_response(200, r#"{"actors":[{"actor_id":"a1","destroy_ts":null}]}"#)
+            }
+        })
+        .await;
+        let index = KeyIndex::new(&[server.url.as_str()], "ns", None).expect("http endpoint");
+        let owner = index.owner("a1", "counter", "k").await.expect("answered on the second ask");
+        assert_eq!(owner, KeyOwner::Actor("a1".into()));
+        assert_eq!(server.requests().len(), 2);
     }
 
     #[tokio::test]
