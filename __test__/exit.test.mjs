@@ -14,7 +14,7 @@ const EXIT_BOUND_MS = 5_000;
 let engine;
 
 before(async () => {
-	engine = await startEngine();
+	engine = await startEngine({ arch: "v3" });
 });
 after(async () => {
 	await engine?.stop();
