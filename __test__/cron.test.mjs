@@ -8,7 +8,15 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 
-import { clientFor, engineArchOf, isError, interrupt, startApp, waitForOutput } from "./helpers/app.mjs";
+import {
+	appEnv,
+	engineArchOf,
+	interrupt,
+	isError,
+	startApp,
+	startAppWithClient,
+	waitForOutput,
+} from "./helpers/app.mjs";
 import { startEngine, waitFor } from "./helpers/engine.mjs";
 
 const POOL = "cron";
@@ -27,19 +35,14 @@ for (const version of ["2", "3"])
 		let engine;
 		let app;
 		let client;
-		const env = () => ({ RIVET_ENDPOINT: engine.endpoint, RIVET_TOKEN: engine.token, RIVET_POOL: POOL });
 
 		before(async () => {
 			engine = await startEngine({ arch: engineArchOf(version) });
-			app = startApp("test/queues-cron-server.mjs", env(), { rivetkit: version });
-			await waitForOutput(app, /registry serving/);
-			const createClient = await clientFor(version);
-			client = createClient({
-				endpoint: engine.endpoint,
-				namespace: engine.namespace,
-				token: engine.token,
-				poolName: POOL,
-			});
+			({ app, client } = await startAppWithClient("test/queues-cron-server.mjs", {
+				rivetkit: version,
+				engine,
+				pool: POOL,
+			}));
 		});
 
 		after(async () => {
@@ -151,7 +154,7 @@ for (const version of ["2", "3"])
 			// Ctrl-C: RivetKit drains (every actor sleeps), then a new host.
 			const exited = await interrupt(app);
 			assert.equal(exited.killed, false, `the host exited after SIGINT\n${app.out.slice(-2000)}`);
-			app = startApp("test/queues-cron-server.mjs", env(), { rivetkit: version });
+			app = startApp("test/queues-cron-server.mjs", appEnv(engine, POOL), { rivetkit: version });
 			await waitForOutput(app, /registry serving/);
 
 			const atRestart = (await ticker.ticks()).length;

@@ -13,7 +13,7 @@ import { after, describe, test } from "node:test";
 
 import { json, native } from "./helpers/actors.mjs";
 import { findFreePorts, startEngine, waitFor } from "./helpers/engine.mjs";
-import { stopEnginesUnder } from "./helpers/processes.mjs";
+import { isAlive, stopEnginesUnder } from "./helpers/processes.mjs";
 
 const storage = mkdtempSync(join(tmpdir(), "rivetkit-native-engine-kinds-"));
 // The engines serve() starts keep their data and logs here.
@@ -24,15 +24,6 @@ after(async () => {
 	await stopEnginesUnder(storage);
 	rmSync(storage, { recursive: true, force: true });
 });
-
-const alive = (pid) => {
-	try {
-		process.kill(pid, 0);
-		return true;
-	} catch {
-		return false;
-	}
-};
 
 /** A registry with one trivial actor type. */
 function registry() {
@@ -78,10 +69,10 @@ describe("serve() on a loopback endpoint", { skip: process.platform !== "linux" 
 			await r.waitReady();
 			assert.equal((await health(endpoint)).architecture, arch);
 			const pid = await enginePidOn(port);
-			assert.ok(pid && alive(pid), "the engine runs");
+			assert.ok(pid && isAlive(pid), "the engine runs");
 			await r.shutdown();
 			await serving;
-			await waitFor(() => !alive(pid), { timeoutMs: 20_000, what: "the engine to stop with its host" });
+			await waitFor(() => !isAlive(pid), { timeoutMs: 20_000, what: "the engine to stop with its host" });
 		});
 	}
 

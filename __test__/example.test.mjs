@@ -14,24 +14,16 @@ import { fileURLToPath } from "node:url";
 import { after, test } from "node:test";
 
 import { findFreePorts, waitFor } from "./helpers/engine.mjs";
+import { isAlive } from "./helpers/processes.mjs";
 
 const EXIT_BOUND_MS = 20_000;
 const example = fileURLToPath(new URL("../examples/counter/main.mjs", import.meta.url));
 const storage = mkdtempSync(join(tmpdir(), "rivetkit-native-example-"));
 const pids = new Set();
 
-const alive = (pid) => {
-	try {
-		process.kill(pid, 0);
-		return true;
-	} catch {
-		return false;
-	}
-};
-
 after(() => {
 	// Only reached when a test failed half-way: nothing of ours may outlive the file.
-	for (const pid of pids) if (alive(pid)) process.kill(pid, "SIGKILL");
+	for (const pid of pids) if (isAlive(pid)) process.kill(pid, "SIGKILL");
 	rmSync(storage, { recursive: true, force: true });
 });
 
@@ -79,12 +71,12 @@ test("npm start: embedded engine 3.0, a working curl line, and a Ctrl-C that sto
 	const run = await startExample("first run", endpoint, tmpdir());
 	assert.match(run.out, /starting Rivet Engine .*engine 3\.0/, "direct use starts engine 3.0, with visible progress");
 	const pid = enginePid(run.out);
-	assert.ok(pid && alive(pid), run.out);
+	assert.ok(pid && isAlive(pid), run.out);
 	pids.add(pid);
 	await increments(run);
 	await interrupt(run);
 	assert.match(run.out, /the Rivet Engine stopped/, run.out);
-	await waitFor(() => !alive(pid), { timeoutMs: 5_000, what: "the engine to be gone" });
+	await waitFor(() => !isAlive(pid), { timeoutMs: 5_000, what: "the engine to be gone" });
 });
 
 test("an engine already running is reused, and left running by the host that reused it", async () => {
@@ -99,8 +91,8 @@ test("an engine already running is reused, and left running by the host that reu
 	await increments(guest);
 	await interrupt(guest);
 	assert.doesNotMatch(guest.out, /stopping the Rivet Engine/, "an engine we did not start is not ours to stop");
-	assert.ok(alive(pid), "the reused engine still runs");
+	assert.ok(isAlive(pid), "the reused engine still runs");
 	await increments(owner);
 	await interrupt(owner);
-	await waitFor(() => !alive(pid), { timeoutMs: 5_000, what: "the owner's engine to be gone" });
+	await waitFor(() => !isAlive(pid), { timeoutMs: 5_000, what: "the owner's engine to be gone" });
 });

@@ -11,7 +11,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 
 import { actorJobs, native, serveActors } from "./helpers/actors.mjs";
-import { clientFor, engineArchOf, isError, interrupt, startApp, waitForOutput } from "./helpers/app.mjs";
+import { engineArchOf, interrupt, isError, startAppWithClient, waitForOutput } from "./helpers/app.mjs";
 import { cborDecode, cborEncode } from "./helpers/client.mjs";
 import { getOrCreateActor, startEngine, waitFor } from "./helpers/engine.mjs";
 
@@ -25,23 +25,11 @@ for (const version of ["2", "3"])
 
 		before(async () => {
 			engine = await startEngine({ arch: engineArchOf(version) });
-			app = startApp(
-				"test/queues-cron-server.mjs",
-				{
-					RIVET_ENDPOINT: engine.endpoint,
-					RIVET_TOKEN: engine.token,
-					RIVET_POOL: POOL,
-				},
-				{ rivetkit: version },
-			);
-			await waitForOutput(app, /registry serving/);
-			const createClient = await clientFor(version);
-			client = createClient({
-				endpoint: engine.endpoint,
-				namespace: engine.namespace,
-				token: engine.token,
-				poolName: POOL,
-			});
+			({ app, client } = await startAppWithClient("test/queues-cron-server.mjs", {
+				rivetkit: version,
+				engine,
+				pool: POOL,
+			}));
 		});
 
 		after(async () => {

@@ -216,3 +216,28 @@ export async function clientFor(rivetkit) {
 	}
 	return (await import("rivetkit/client")).createClient;
 }
+
+/** The environment that points the example app at `engine` and `pool`. */
+export const appEnv = (engine, pool) => ({
+	RIVET_ENDPOINT: engine.endpoint,
+	RIVET_TOKEN: engine.token,
+	RIVET_POOL: pool,
+});
+
+/**
+ * Starts `script` of the example of `rivetkit` against `engine` in `pool`,
+ * waits until it serves, and returns `{app, client}`: the client is that
+ * version's official one, on the engine's namespace and token.
+ */
+export async function startAppWithClient(script, { rivetkit, engine, pool }) {
+	const app = startApp(script, appEnv(engine, pool), { rivetkit });
+	await waitForOutput(app, /registry serving/);
+	const createClient = await clientFor(rivetkit);
+	const client = createClient({
+		endpoint: engine.endpoint,
+		namespace: engine.namespace,
+		token: engine.token,
+		poolName: pool,
+	});
+	return { app, client };
+}

@@ -107,3 +107,13 @@ export async function stopEnginesUnder(dir, { timeoutMs = 10_000 } = {}) {
 	await stopPids(pids, { timeoutMs });
 	return pids;
 }
+
+/** Whether process `pid` exists (signal 0 checks without sending anything). */
+export function isAlive(pid) {
+	try {
+		process.kill(pid, 0);
+		return true;
+	} catch {
+		return false;
+	}
+}
