@@ -17,9 +17,7 @@ import { readFileSync } from "node:fs";
 import { request as httpRequest } from "node:http";
 import { after, before, describe, test } from "node:test";
 
-import { createClient } from "rivetkit/client";
-
-import { interrupt, startApp, waitForOutput } from "./helpers/app.mjs";
+import { appEnv, clientFor, engineArchOf, interrupt, startApp, waitForOutput } from "./helpers/app.mjs";
 import { startEngine } from "./helpers/engine.mjs";
 
 const POOL = "streams";
@@ -77,127 +75,136 @@ function upload(url, total) {
 	});
 }
 
-describe("streamed onRequest bodies through the gateway", () => {
-	let engine;
-	let app;
-	let client;
+for (const version of ["2", "3"])
+	describe(`streamed onRequest bodies through the gateway (RivetKit ${version === "3" ? "3.0.0" : "2.3.19"})`, () => {
+		let engine;
+		let app;
+		let client;
 
-	before(async () => {
-		// The engine refuses request bodies over 20 MiB by default, streamed
-		// or not; this test raises its limits to carry the 50 MiB upload.
-		engine = await startEngine({
-			env: {
-				RIVET__GUARD__HTTP_MAX_REQUEST_BODY_SIZE: String(128 * MiB),
-				RIVET__PEGBOARD__GATEWAY_HTTP_MAX_REQUEST_BODY_SIZE: String(128 * MiB),
-			},
-		});
-		app = startApp("test/streams-server.mjs", {
-			RIVET_ENDPOINT: engine.endpoint,
-			RIVET_TOKEN: engine.token,
-			RIVET_POOL: POOL,
-			// The upload handler collects garbage every 8 MiB (see the fixture).
-			NODE_OPTIONS: "--expose-gc",
-		});
-		await waitForOutput(app, /registry serving/);
-		client = createClient({
-			endpoint: engine.endpoint,
-			namespace: engine.namespace,
-			token: engine.token,
-			poolName: POOL,
-		});
-	});
-
-	after(async () => {
-		if (app && !app.exited) await interrupt(app);
-		await engine?.stop();
-	});
-
-	test("an SSE response's first event arrives before the handler wrote the rest", async () => {
-		const streamer = await placed(client, "sse");
-		const res = await streamer.fetch("/sse");
-		assert.equal(res.status, 200);
-		assert.equal(res.headers.get("content-type"), "text/event-stream");
-		const reader = res.body.getReader();
-		// The handler waits for /release before it writes the second event.
-		const first = await readUntil(reader, "\n\n");
-		assert.equal(first, "event: greeting\ndata: first\n\n");
-		assert.equal(await (await streamer.fetch("/release")).text(), "released");
-		const rest = await readUntil(reader, "data: second\n\n");
-		assert.equal(rest, "event: greeting\ndata: second\n\n");
-		assert.equal((await reader.read()).done, true);
-	});
-
-	test("a 4 MiB response streams complete and in order", async () => {
-		const streamer = await placed(client, "download");
-		const res = await streamer.fetch("/download?n=64");
-		assert.equal(res.status, 200);
-		const body = Buffer.from(await res.arrayBuffer());
-		assert.equal(body.length, 64 * 64 * 1024);
-		for (let i = 0; i < 64; i++) assert.equal(body[i * 64 * 1024], i, `chunk ${i}`);
-	});
-
-	test("a 50 MiB upload is read as it arrives, without buffering it whole", async (t) => {
-		const streamer = await placed(client, "upload");
-		const actorId = await streamer.resolve();
-		const pid = app.child.pid;
-		const url = `${engine.endpoint}/gateway/${encodeURIComponent(actorId)}/request/upload`;
-		// A small upload first, so one-time growth (code paths first used,
-		// allocator arenas) is not counted against the large one.
-		const warmup = await upload(url, 8 * MiB);
-		assert.equal(JSON.parse(warmup.body).bytes, 8 * MiB);
-		const hostBefore = rss(pid);
-		const res = await upload(url, UPLOAD_BYTES);
-		const hostAfter = rss(pid);
-		assert.equal(res.status, 200, res.body);
-		const report = JSON.parse(res.body);
-		assert.equal(report.bytes, UPLOAD_BYTES);
-		assert.ok(report.chunks > 1, `the body arrived in ${report.chunks} chunks`);
-		const growth = report.rssPeak - report.rssBefore;
-		t.diagnostic(
-			`upload ${UPLOAD_BYTES / MiB} MiB in ${report.chunks} chunks: host RSS peak growth during the handler ` +
-				`${(growth / MiB).toFixed(1)} MiB; VmRSS ${(hostBefore / MiB).toFixed(1)} -> ${(hostAfter / MiB).toFixed(1)} MiB`,
-		);
-		assert.ok(growth < 12 * MiB, `RSS grew by ${(growth / MiB).toFixed(1)} MiB during a 50 MiB upload`);
-		assert.ok(hostAfter - hostBefore < 12 * MiB, `VmRSS grew by ${((hostAfter - hostBefore) / MiB).toFixed(1)} MiB`);
-	});
-
-	test("bodies below, at and above the 64 KiB read ahead arrive whole and in order", async () => {
-		const streamer = await placed(client, "digest");
-		for (const size of [0, 5, 64 * 1024, 64 * 1024 + 1, 300 * 1024 + 7]) {
-			const body = Buffer.alloc(size);
-			for (let i = 0; i < size; i++) body[i] = (i * 31 + 7) % 251;
-			const res = await streamer.fetch("/digest", { method: "POST", body });
-			assert.equal(res.status, 200, `size ${size}`);
-			assert.deepEqual(await res.json(), {
-				bytes: size,
-				sha256: createHash("sha256").update(body).digest("hex"),
+		before(async () => {
+			// Engine 2.3 refuses request bodies over 20 MiB by default, streamed
+			// or not; this test raises its limits to carry the 50 MiB upload.
+			engine = await startEngine({
+				arch: engineArchOf(version),
+				env: {
+					RIVET__GUARD__HTTP_MAX_REQUEST_BODY_SIZE: String(128 * MiB),
+					RIVET__PEGBOARD__GATEWAY_HTTP_MAX_REQUEST_BODY_SIZE: String(128 * MiB),
+				},
 			});
-		}
-	});
-
-	test("a client going away cancels an endless response stream", async () => {
-		const streamer = await placed(client, "endless");
-		const from = app.out.length;
-		const abort = new AbortController();
-		const res = await streamer.fetch("/endless", { signal: abort.signal });
-		const reader = res.body.getReader();
-		await readUntil(reader, "data: 3\n\n");
-		abort.abort();
-		await reader.read().catch(() => {});
-		await waitForOutput(app, /streamer endless endless cancelled after \d+/, { from });
-	});
-
-	test("a response stream that errors aborts the body the client reads", async () => {
-		const streamer = await placed(client, "fail");
-		const res = await streamer.fetch("/fail");
-		assert.equal(res.status, 200);
-		const reader = res.body.getReader();
-		assert.equal(await readUntil(reader, "partial"), "partial");
-		assert.equal(await (await streamer.fetch("/release")).text(), "released");
-		await assert.rejects(async () => {
-			while (!(await reader.read()).done);
+			app = startApp(
+				"test/streams-server.mjs",
+				{
+					...appEnv(engine, POOL),
+					// The upload handler collects garbage every 8 MiB (see the fixture).
+					NODE_OPTIONS: "--expose-gc",
+				},
+				{ rivetkit: version },
+			);
+			await waitForOutput(app, /registry serving/);
+			const createClient = await clientFor(version);
+			client = createClient({
+				endpoint: engine.endpoint,
+				namespace: engine.namespace,
+				token: engine.token,
+				poolName: POOL,
+			});
 		});
-		// The actor still answers.
-		assert.equal(await streamer.ping(), "pong");
+
+		after(async () => {
+			if (app && !app.exited) await interrupt(app);
+			await engine?.stop();
+		});
+
+		test("an SSE response's first event arrives before the handler wrote the rest", async () => {
+			const streamer = await placed(client, "sse");
+			const res = await streamer.fetch("/sse");
+			assert.equal(res.status, 200);
+			assert.equal(res.headers.get("content-type"), "text/event-stream");
+			const reader = res.body.getReader();
+			// The handler waits for /release before it writes the second event.
+			const first = await readUntil(reader, "\n\n");
+			assert.equal(first, "event: greeting\ndata: first\n\n");
+			assert.equal(await (await streamer.fetch("/release")).text(), "released");
+			const rest = await readUntil(reader, "data: second\n\n");
+			assert.equal(rest, "event: greeting\ndata: second\n\n");
+			assert.equal((await reader.read()).done, true);
+		});
+
+		test("a 4 MiB response streams complete and in order", async () => {
+			const streamer = await placed(client, "download");
+			const res = await streamer.fetch("/download?n=64");
+			assert.equal(res.status, 200);
+			const body = Buffer.from(await res.arrayBuffer());
+			assert.equal(body.length, 64 * 64 * 1024);
+			for (let i = 0; i < 64; i++) assert.equal(body[i * 64 * 1024], i, `chunk ${i}`);
+		});
+
+		test("a 50 MiB upload is read as it arrives, without buffering it whole", {
+			// Engine 3.0 ends the upload early (EPIPE at the client) and takes
+			// neither of 2.3's body-size settings; its own limit is not known yet.
+			skip: version === "3" && "engine 3.0 ends a 50 MiB upload early (docs/streams.md)",
+		}, async (t) => {
+			const streamer = await placed(client, "upload");
+			const actorId = await streamer.resolve();
+			const pid = app.child.pid;
+			const url = `${engine.endpoint}/gateway/${encodeURIComponent(actorId)}/request/upload`;
+			// A small upload first, so one-time growth (code paths first used,
+			// allocator arenas) is not counted against the large one.
+			const warmup = await upload(url, 8 * MiB);
+			assert.equal(JSON.parse(warmup.body).bytes, 8 * MiB);
+			const hostBefore = rss(pid);
+			const res = await upload(url, UPLOAD_BYTES);
+			const hostAfter = rss(pid);
+			assert.equal(res.status, 200, res.body);
+			const report = JSON.parse(res.body);
+			assert.equal(report.bytes, UPLOAD_BYTES);
+			assert.ok(report.chunks > 1, `the body arrived in ${report.chunks} chunks`);
+			const growth = report.rssPeak - report.rssBefore;
+			t.diagnostic(
+				`upload ${UPLOAD_BYTES / MiB} MiB in ${report.chunks} chunks: host RSS peak growth during the handler ` +
+					`${(growth / MiB).toFixed(1)} MiB; VmRSS ${(hostBefore / MiB).toFixed(1)} -> ${(hostAfter / MiB).toFixed(1)} MiB`,
+			);
+			assert.ok(growth < 12 * MiB, `RSS grew by ${(growth / MiB).toFixed(1)} MiB during a 50 MiB upload`);
+			assert.ok(hostAfter - hostBefore < 12 * MiB, `VmRSS grew by ${((hostAfter - hostBefore) / MiB).toFixed(1)} MiB`);
+		});
+
+		test("bodies below, at and above the 64 KiB read ahead arrive whole and in order", async () => {
+			const streamer = await placed(client, "digest");
+			for (const size of [0, 5, 64 * 1024, 64 * 1024 + 1, 300 * 1024 + 7]) {
+				const body = Buffer.alloc(size);
+				for (let i = 0; i < size; i++) body[i] = (i * 31 + 7) % 251;
+				const res = await streamer.fetch("/digest", { method: "POST", body });
+				assert.equal(res.status, 200, `size ${size}`);
+				assert.deepEqual(await res.json(), {
+					bytes: size,
+					sha256: createHash("sha256").update(body).digest("hex"),
+				});
+			}
+		});
+
+		test("a client going away cancels an endless response stream", async () => {
+			const streamer = await placed(client, "endless");
+			const from = app.out.length;
+			const abort = new AbortController();
+			const res = await streamer.fetch("/endless", { signal: abort.signal });
+			const reader = res.body.getReader();
+			await readUntil(reader, "data: 3\n\n");
+			abort.abort();
+			await reader.read().catch(() => {});
+			await waitForOutput(app, /streamer endless endless cancelled after \d+/, { from });
+		});
+
+		test("a response stream that errors aborts the body the client reads", async () => {
+			const streamer = await placed(client, "fail");
+			const res = await streamer.fetch("/fail");
+			assert.equal(res.status, 200);
+			const reader = res.body.getReader();
+			assert.equal(await readUntil(reader, "partial"), "partial");
+			assert.equal(await (await streamer.fetch("/release")).text(), "released");
+			await assert.rejects(async () => {
+				while (!(await reader.read()).done);
+			});
+			// The actor still answers.
+			assert.equal(await streamer.ping(), "pong");
+		});
 	});
-});
