@@ -186,19 +186,29 @@ struct Socket {
 }
 
 impl Socket {
+    /// Closes the socket from our side and ends its connection at once
+    /// (`onDisconnect` included; idempotent). Engine 2.3 answers our close
+    /// with a close of its own, which ended the connection before; engine
+    /// 3.0 does not, and the connection waited for a close that never came
+    /// (docs/engine.md).
+    fn close(&self, code: u16, reason: &str) {
+        self.transport.close(code, reason);
+        self.handle.context().disconnect(&self.conn);
+    }
+
     async fn on_message(self: Arc<Self>, message: WebSocketMessage) {
         if self.transport.is_closed() {
             return;
         }
         if let Some((code, reason)) = frame_refusal(&message.data, message.binary, self.max_incoming) {
-            self.transport.close(code, reason);
+            self.close(code, reason);
             return;
         }
         let request = match decode_to_server(self.transport_encoding(), &message.data) {
             Ok(request) => request,
             Err(err) => {
                 tracing::debug!(error = %format!("{err:#}"), "undecodable actor-connect frame");
-                self.transport.close(1011, "actor.invalid_request");
+                self.close(1011, "actor.invalid_request");
                 return;
             }
         };
@@ -209,7 +219,7 @@ impl Socket {
             ToServer::SubscriptionRequest { event_name, subscribe: true } => {
                 if let Err(err) = self.handle.subscribe(self.conn.clone(), event_name).await {
                     let e = RivetError::extract(&err);
-                    self.transport.close(1011, &e.qualified_code());
+                    self.close(1011, &e.qualified_code());
                 }
             }
             ToServer::SubscriptionRequest { event_name, subscribe: false } => self.conn.unsubscribe(&event_name),
@@ -288,7 +298,7 @@ impl Socket {
                 self.transport.send_unchecked(&outgoing_too_long_message(id));
             } else {
                 tracing::warn!(error = %format!("{err:#}"), "could not encode an action response");
-                self.transport.close(1011, "actor.send_failed");
+                self.close(1011, "actor.send_failed");
             }
         }
     }
