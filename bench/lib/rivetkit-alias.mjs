@@ -35,8 +35,6 @@
 
 import {
 	copyFileSync,
-	existsSync,
-	linkSync,
 	mkdirSync,
 	readdirSync,
 	readFileSync,
@@ -49,28 +47,13 @@ import {
 import { basename, dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
+import { buildStamped, linkTree } from "../../examples/rivetkit-app-3/share.mjs";
+
 import { LAYOUTS } from "./stacks.mjs";
 
 const benchDir = fileURLToPath(new URL("..", import.meta.url));
 const packageDir = fileURLToPath(new URL("../..", import.meta.url));
 const aliasRoot = join(benchDir, ".alias");
-
-/** Copies directory `from` to `to`, hard-linking files where possible. */
-function linkTree(from, to) {
-	mkdirSync(to, { recursive: true });
-	for (const entry of readdirSync(from, { withFileTypes: true })) {
-		const source = join(from, entry.name);
-		const target = join(to, entry.name);
-		if (entry.isDirectory()) linkTree(source, target);
-		else if (entry.isFile()) {
-			try {
-				linkSync(source, target);
-			} catch {
-				copyFileSync(source, target);
-			}
-		}
-	}
-}
 
 /** A symlink at `at` to directory `target` (relative). */
 const linkDir = (target, at) => symlinkSync(relative(dirname(at), target) || ".", at, "dir");
@@ -107,29 +90,19 @@ function aliasDir(rivetkit, napi) {
 	const dir = join(aliasRoot, `${rivetkit}-${napi}`);
 	const addon = realpathSync(addonDir(rivetkit, napi));
 	const stamp = `rivetkit ${versionAt(layout.rivetkitDir)} at ${realpathSync(layout.rivetkitDir)}\naddon ${addon}\n`;
-	const stampFile = join(dir, "versions.txt");
-	if (existsSync(stampFile) && readFileSync(stampFile, "utf8") === stamp) return dir;
-	// The single alias of earlier versions of this file, in bench/.alias
-	// itself: Node's lookup would fall back on it from the directories here.
-	for (const old of ["node_modules", "apps"]) rmSync(join(aliasRoot, old), { recursive: true, force: true });
-	const temp = `${dir}.${process.pid}.tmp`;
-	rmSync(temp, { recursive: true, force: true });
-	const modules = join(temp, "node_modules");
-	linkTree(layout.rivetkitDir, join(modules, "rivetkit"));
-	if (layout.depsDir) linkDependencies(layout.depsDir, modules);
-	mkdirSync(join(modules, "@rivetkit"), { recursive: true });
-	linkDir(addon, join(modules, "@rivetkit", "rivetkit-napi"));
-	mkdirSync(join(temp, "apps"), { recursive: true });
-	writeFileSync(join(temp, "package.json"), `${JSON.stringify({ type: "module", private: true }, null, 2)}\n`);
-	writeFileSync(join(temp, "versions.txt"), stamp);
-	rmSync(dir, { recursive: true, force: true });
-	try {
-		renameSync(temp, dir);
-	} catch (err) {
-		// Another bench process built it meanwhile.
-		rmSync(temp, { recursive: true, force: true });
-		if (!existsSync(stampFile)) throw err;
-	}
+	// Another bench process may be building it too.
+	buildStamped(dir, stamp, (temp) => {
+		// The single alias of earlier versions of this file, in bench/.alias
+		// itself: Node's lookup would fall back on it from the directories here.
+		for (const old of ["node_modules", "apps"]) rmSync(join(aliasRoot, old), { recursive: true, force: true });
+		const modules = join(temp, "node_modules");
+		linkTree(layout.rivetkitDir, join(modules, "rivetkit"));
+		if (layout.depsDir) linkDependencies(layout.depsDir, modules);
+		mkdirSync(join(modules, "@rivetkit"), { recursive: true });
+		linkDir(addon, join(modules, "@rivetkit", "rivetkit-napi"));
+		mkdirSync(join(temp, "apps"), { recursive: true });
+		writeFileSync(join(temp, "package.json"), `${JSON.stringify({ type: "module", private: true }, null, 2)}\n`);
+	});
 	return dir;
 }
 

@@ -74,7 +74,7 @@ export function shareSources(dir = appDir) {
 }
 
 /** Copies directory `from` to `to`, hard-linking files where possible. */
-function linkTree(from, to) {
+export function linkTree(from, to) {
 	mkdirSync(to, { recursive: true });
 	for (const entry of readdirSync(from, { withFileTypes: true })) {
 		const source = join(from, entry.name);
@@ -87,6 +87,28 @@ function linkTree(from, to) {
 				copyFileSync(source, target);
 			}
 		}
+	}
+}
+
+/**
+ * Makes `dir` with `fill(temp)` unless its `versions.txt` already says
+ * `stamp`: built beside it and renamed into place, so that several
+ * processes building it at once each end up with a whole one.
+ */
+export function buildStamped(dir, stamp, fill) {
+	const stampFile = join(dir, "versions.txt");
+	if (existsSync(stampFile) && readFileSync(stampFile, "utf8") === stamp) return;
+	const temp = `${dir}.${process.pid}.tmp`;
+	rmSync(temp, { recursive: true, force: true });
+	fill(temp);
+	writeFileSync(join(temp, "versions.txt"), stamp);
+	rmSync(dir, { recursive: true, force: true });
+	try {
+		renameSync(temp, dir);
+	} catch (err) {
+		// Another process built it meanwhile.
+		rmSync(temp, { recursive: true, force: true });
+		if (!existsSync(stampFile)) throw err;
 	}
 }
 
@@ -107,25 +129,14 @@ export function referenceDir() {
 	}
 	const version = (path) => JSON.parse(readFileSync(join(path, "package.json"), "utf8")).version;
 	const stamp = `rivetkit ${version(rivetkit)}, @rivetkit/rivetkit-napi ${version(napi)}\n`;
-	const stampFile = join(dir, "versions.txt");
-	if (!existsSync(stampFile) || readFileSync(stampFile, "utf8") !== stamp) {
-		// Built beside and renamed into place: another test file may be building it too.
-		const temp = `${dir}.${process.pid}.tmp`;
-		rmSync(temp, { recursive: true, force: true });
+	// Another test file may be building it too.
+	buildStamped(dir, stamp, (temp) => {
 		linkTree(rivetkit, join(temp, "node_modules", "rivetkit"));
 		const scope = join(temp, "node_modules", "@rivetkit");
 		mkdirSync(scope, { recursive: true });
 		symlinkSync(relative(scope, napi), join(scope, "rivetkit-napi"), "dir");
 		writeFileSync(join(temp, "package.json"), `${JSON.stringify({ type: "module", private: true }, null, 2)}\n`);
-		writeFileSync(join(temp, "versions.txt"), stamp);
-		rmSync(dir, { recursive: true, force: true });
-		try {
-			renameSync(temp, dir);
-		} catch (err) {
-			rmSync(temp, { recursive: true, force: true });
-			if (!existsSync(stampFile)) throw err;
-		}
-	}
+	});
 	shareSources(dir);
 	return dir;
 }
