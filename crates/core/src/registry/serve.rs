@@ -86,16 +86,17 @@ impl CoreRegistry {
                     }
                 }
             }
+            // The engine that answers decides how its pool is made and what
+            // the lease's probes name; asked once, unless ensuring it said.
+            options.arch = match arch {
+                Some(arch) => arch,
+                None => engine::running_arch(&options).await,
+            };
             let local = is_local_endpoint(&config.endpoint) && config.fallback_endpoints.is_empty();
             if local {
-                // The engine that answers decides how its pool is made.
-                options.arch = match arch {
-                    Some(arch) => arch,
-                    None => engine::running_arch(&options).await,
-                };
                 engine::ensure_runner_config_with(&options, runner_config_policy(&config)).await?;
             }
-            let envoy = connect_envoy(&config, &dispatcher, metadata).await?;
+            let envoy = connect_envoy(&config, options.arch, &dispatcher, metadata).await?;
             if local {
                 // Ready means placeable: the engine lists this host.
                 engine::wait_until_listed(&options, &envoy.get_envoy_key(), LISTED_WAIT).await;
@@ -178,6 +179,7 @@ fn key_index(config: &ServeConfig) -> Option<KeyIndex> {
 /// envoy client reconnects forever on its own, so the bound is ours.
 pub(crate) async fn connect_envoy(
     config: &ServeConfig,
+    arch: engine::EngineArch,
     dispatcher: &Arc<Dispatcher>,
     metadata: HashMap<String, serde_json::Value>,
 ) -> anyhow::Result<EnvoyHandle> {
@@ -195,8 +197,6 @@ pub(crate) async fn connect_envoy(
         .with_metadata(serde_json::json!({ "endpoint": config.endpoint, "pool": config.pool_name }))
         .into_anyhow());
     }
-    // The engine that answers decides what the lease's probes name.
-    let arch = engine::running_arch(&config.engine_options()).await;
     let envoy = start_envoy_sync(EnvoyConfig {
         version: config.version,
         endpoint: config.endpoint.clone(),

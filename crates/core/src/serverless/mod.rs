@@ -228,7 +228,8 @@ impl ServerlessRuntime {
         config.token = headers.token.clone();
         config.namespace = headers.namespace.clone();
         config.pool_name = headers.pool_name.clone();
-        crate::registry::connect_envoy(&config, &self.dispatcher, self.actor_metadata.clone()).await
+        let arch = engine::running_arch(&config.engine_options()).await;
+        crate::registry::connect_envoy(&config, arch, &self.dispatcher, self.actor_metadata.clone()).await
     }
 
     /// Refuses new starts, drains the envoy like the serve run's drain (every
