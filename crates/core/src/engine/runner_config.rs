@@ -203,14 +203,15 @@ async fn listed_node(api: &EngineApi<'_>, pool: &str, envoy_key: &str) -> Result
     Ok(node_is_listed(&body, envoy_key))
 }
 
-/// Whether a nodes listing names `key` on a node that has not stopped.
+/// Whether a nodes listing names `key` on a node that is connected and not
+/// stopping. Engine 3.0's node (measured):
+/// `{"key":…,"connected":true,"stopping":false,"pool":…,"last_ping_ts":…}`.
 fn node_is_listed(body: &Value, key: &str) -> bool {
     let nodes = body.get("nodes").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
     nodes.iter().any(|node| {
-        let names_key =
-            ["node_key", "envoy_key", "key"].iter().any(|f| node.get(*f).and_then(Value::as_str) == Some(key));
-        let stopped = ["stop_ts", "stopped_at"].iter().any(|f| node.get(*f).is_some_and(|v| !v.is_null()));
-        names_key && !stopped
+        node.get("key").and_then(Value::as_str) == Some(key)
+            && node.get("connected").and_then(Value::as_bool) == Some(true)
+            && node.get("stopping").and_then(Value::as_bool) != Some(true)
     })
 }
 
@@ -428,9 +429,14 @@ mod tests {
 
     #[test]
     fn a_node_listing_names_the_key() {
-        let body = serde_json::json!({"nodes": [{"node_key": "a", "stop_ts": null}, {"node_key": "b", "stop_ts": 5}]});
+        let body = serde_json::json!({"nodes": [
+            {"key": "a", "connected": true, "stopping": false},
+            {"key": "b", "connected": true, "stopping": true},
+            {"key": "d", "connected": false, "stopping": false},
+        ]});
         assert!(node_is_listed(&body, "a"));
-        assert!(!node_is_listed(&body, "b"), "a stopped node does not count");
+        assert!(!node_is_listed(&body, "b"), "a stopping node does not count");
+        assert!(!node_is_listed(&body, "d"), "a disconnected node does not count");
         assert!(!node_is_listed(&body, "c"));
         assert!(!node_is_listed(&serde_json::json!({}), "a"));
     }
