@@ -56,7 +56,7 @@ describe("invocation spans and per-actor sampling", () => {
 	const ids = {};
 
 	before(async () => {
-		engine = await startEngine();
+		engine = await startEngine({ arch: "v3" });
 		const factory = (config, extra = {}) =>
 			new native.NapiActorFactory(
 				{
