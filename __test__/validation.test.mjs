@@ -92,7 +92,7 @@ describe("context, schedule, kv, conn and websocket arguments on the real engine
 	let wsOutcome = null;
 
 	before(async () => {
-		engine = await startEngine();
+		engine = await startEngine({ arch: "v3" });
 		const factory = new native.NapiActorFactory(
 			{
 				createState: async () => json({ n: 1 }),
@@ -200,21 +200,6 @@ describe("context, schedule, kv, conn and websocket arguments on the real engine
 		});
 	});
 
-	test("saveStateAndWorkflowBatch and beginStateTransaction refuse malformed arguments", async () => {
-		const id = await create("workflow-batch");
-		await inActor(id, async (ctx) => {
-			await rejectsInvalid(ctx.saveStateAndWorkflowBatch("rows"), "writes");
-			await rejectsInvalid(ctx.saveStateAndWorkflowBatch([42]), "writes[0]");
-			await rejectsInvalid(ctx.saveStateAndWorkflowBatch([{ key: "k", value: B("v") }]), "writes[0]");
-			await rejectsInvalid(ctx.beginStateTransaction(-1), "timeoutMs");
-			const tx = await ctx.beginStateTransaction(5_000);
-			await rejectsInvalid(tx.execute(42), "sql");
-			await rejectsInvalid(tx.commit("state"), "payload");
-			await tx.rollback();
-			await ctx.saveStateAndWorkflowBatch([{ key: B("k"), value: B("v") }]);
-		});
-	});
-
 	test("requestSave / requestSaveAndWait: maxWaitMs must be a finite, non-negative number", async () => {
 		const id = await create("request-save");
 		await inActor(id, async (ctx) => {
@@ -316,5 +301,55 @@ describe("context, schedule, kv, conn and websocket arguments on the real engine
 		assert.equal(wsOutcome.closeValid, "ok");
 		assert.deepEqual(await closed, { code: 4000, reason: "bye" }, "the first valid close is the one the client sees");
 		assert.deepEqual(messages, ["still open"]);
+	});
+});
+
+// The workflow batch's transaction opens the actor's SQLite database,
+// which does not work on engine 3.0 yet (docs/sqlite.md): this test runs
+// on engine 2.3.
+describe("workflow batch and state transaction arguments on the real engine (2.3: SQLite)", () => {
+	let engine;
+	let host;
+	const jobs = actorJobs();
+
+	before(async () => {
+		engine = await startEngine({ arch: "v2" });
+		const factory = new native.NapiActorFactory(
+			{
+				createState: async () => json({ n: 1 }),
+				onRequest: async (_err, { ctx, request }) => {
+					const job = jobs.job(request.uri.split("?")[0]);
+					if (!job) return { status: 404 };
+					await job(ctx);
+					return { status: 200 };
+				},
+			},
+			{ onRequestTimeoutMs: 60_000 },
+		);
+		host = await serveActors(engine, { validate: factory });
+	});
+
+	after(async () => {
+		await host?.stop();
+		await engine?.stop();
+	});
+
+	const create = async (key) =>
+		(await createActor(engine.endpoint, { name: "validate", key, pool: host.pool })).actor_id;
+	const inActor = (actorId, fn) => jobs.inActor(engine.endpoint, actorId, fn);
+
+	test("saveStateAndWorkflowBatch and beginStateTransaction refuse malformed arguments", async () => {
+		const id = await create("workflow-batch");
+		await inActor(id, async (ctx) => {
+			await rejectsInvalid(ctx.saveStateAndWorkflowBatch("rows"), "writes");
+			await rejectsInvalid(ctx.saveStateAndWorkflowBatch([42]), "writes[0]");
+			await rejectsInvalid(ctx.saveStateAndWorkflowBatch([{ key: "k", value: B("v") }]), "writes[0]");
+			await rejectsInvalid(ctx.beginStateTransaction(-1), "timeoutMs");
+			const tx = await ctx.beginStateTransaction(5_000);
+			await rejectsInvalid(tx.execute(42), "sql");
+			await rejectsInvalid(tx.commit("state"), "payload");
+			await tx.rollback();
+			await ctx.saveStateAndWorkflowBatch([{ key: B("k"), value: B("v") }]);
+		});
 	});
 });
