@@ -88,7 +88,7 @@ const SECONDS = {
 	"sqlite.test.mjs": 25,
 	"reliability.test.mjs": 22,
 	"drain-bound.test.mjs": 21,
-	"raw-websocket.test.mjs": 17,
+	"raw-websocket.test.mjs": 20,
 	"lifecycle.test.mjs": 16,
 	"persistence.test.mjs": 15,
 	"start-failure.test.mjs": 12,
