@@ -259,7 +259,7 @@ describe("actor-connect: bad input from a plain WebSocket client", () => {
 	const seen = new Set();
 
 	before(async () => {
-		engine = await startEngine();
+		engine = await startEngine({ arch: "v3" });
 		const chat = new native.NapiActorFactory(
 			{
 				createState: async () => cborEncode({}),

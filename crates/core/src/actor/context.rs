@@ -568,10 +568,10 @@ impl ActorContext {
     /// what changed before it is acknowledged ([`super::outbox`]); it goes
     /// to the connections subscribed now, and the count is theirs.
     pub fn broadcast(&self, name: &str, args_cbor: &[u8]) -> usize {
-        if !self.outbox().is_gated() {
-            return self.conns().broadcast(name, args_cbor);
-        }
         let targets: Vec<Conn> = self.conns().list().into_iter().filter(|c| c.is_subscribed(name)).collect();
+        if !self.outbox().is_gated() {
+            return self.send_events(&targets, name, args_cbor);
+        }
         if targets.is_empty() {
             return 0;
         }
@@ -589,20 +589,50 @@ impl ActorContext {
     /// output gate like a broadcast.
     pub fn send_event(&self, conn: &Conn, name: &str, args_cbor: &[u8]) -> anyhow::Result<()> {
         if !self.outbox().is_gated() {
-            return conn.send(name, args_cbor);
+            return conn.send(name, args_cbor).inspect_err(|_| self.end_if_closed(conn));
         }
         conn.check_can_send()?;
         self.queue_event(vec![conn.clone()], name, args_cbor).map_err(RivetError::into_anyhow)
+    }
+
+    /// Sends event `name` to each of `targets` (see
+    /// [`Connections::send_to`]); returns how many took it.
+    fn send_events(&self, targets: &[Conn], name: &str, args_cbor: &[u8]) -> usize {
+        let sent = Connections::send_to(targets, name, args_cbor);
+        if sent < targets.len() {
+            for conn in targets {
+                self.end_if_closed(conn);
+            }
+        }
+        sent
+    }
+
+    /// Ends `conn` if its socket is closed: after a send that failed, the
+    /// one that closed it (an event over `maxOutgoingMessageSize` closes
+    /// the socket 1011 `message.outgoing_too_long`). Engine 2.3 answers
+    /// that close with its own, which ended the connection; engine 3.0
+    /// does not, and `onDisconnect` waited for the actor's next stop
+    /// (docs/engine.md, "Closing a socket").
+    fn end_if_closed(&self, conn: &Conn) {
+        if conn.is_closed() {
+            self.disconnect(conn);
+        }
     }
 
     /// Queues event `name` for `targets` behind the output gate; it is
     /// dropped if the save it waits for fails.
     fn queue_event(&self, targets: Vec<Conn>, name: &str, args_cbor: &[u8]) -> Result<(), RivetError> {
         let (event, args) = (name.to_owned(), args_cbor.to_vec());
+        let ctx = self.downgrade();
         self.after_save(outbox::Kind::Event, move |released| match released {
-            Ok(()) => {
-                Connections::send_to(&targets, &event, &args);
-            }
+            Ok(()) => match ctx.upgrade() {
+                Some(ctx) => {
+                    ctx.send_events(&targets, &event, &args);
+                }
+                None => {
+                    Connections::send_to(&targets, &event, &args);
+                }
+            },
             Err(err) => {
                 tracing::debug!(event, error = %err.message, "an event was dropped: what it reports was not saved")
             }
