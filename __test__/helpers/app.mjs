@@ -225,12 +225,13 @@ export const appEnv = (engine, pool) => ({
 });
 
 /**
- * Starts `script` of the example of `rivetkit` against `engine` in `pool`,
- * waits until it serves, and returns `{app, client}`: the client is that
- * version's official one, on the engine's namespace and token.
+ * Starts `script` of the example of `rivetkit` against `engine` in `pool`
+ * (with `env` on top), waits until it serves, and returns `{app, client}`:
+ * the client is that version's official one, on the engine's namespace and
+ * token.
  */
-export async function startAppWithClient(script, { rivetkit, engine, pool }) {
-	const app = startApp(script, appEnv(engine, pool), { rivetkit });
+export async function startAppWithClient(script, { rivetkit, engine, pool, env = {} }) {
+	const app = startApp(script, { ...appEnv(engine, pool), ...env }, { rivetkit });
 	await waitForOutput(app, /registry serving/);
 	const createClient = await clientFor(rivetkit);
 	const client = createClient({

@@ -4,9 +4,9 @@
 //
 //   node test/inspector-server.mjs
 //
-// `desk` has a state, connection params and state, a database, a queue
-// nobody reads, a scheduled event and a cron job; `flow`'s `run` is a
-// workflow (one step, then it waits for a message that never comes).
+// `desk` has a state, connection params and state, a queue nobody reads, a
+// scheduled event and a cron job; `notebook` has a database; `flow`'s `run`
+// is a workflow (one step, then it waits for a message that never comes).
 // Configured by the environment RivetKit reads (RIVET_ENDPOINT, RIVET_POOL,
 // RIVET_TOKEN, RIVET_NAMESPACE).
 
@@ -17,6 +17,24 @@ import { workflow } from "rivetkit/workflow";
 const desk = actor({
 	state: { count: 0 },
 	createConnState: (_c, params) => ({ joined: params?.name ?? null }),
+	queues: { jobs: queue(), mail: queue() },
+	actions: {
+		increment: (c, amount = 1) => {
+			c.state.count += amount;
+			return c.state.count;
+		},
+		enqueue: async (c, name, body) => {
+			await c.queue.send(name, body);
+		},
+		remindLater: async (c) => await c.schedule.after(3_600_000, "increment", 1),
+		tickEveryMinute: async (c) => {
+			await c.cron.every({ name: "tick", interval: 60_000, action: "increment", args: [1] });
+		},
+	},
+	options: { sleepTimeout: 60_000 },
+});
+
+const notebook = actor({
 	db: db({
 		onMigrate: async (db) => {
 			await db.execute(`CREATE TABLE IF NOT EXISTS notes (
@@ -25,21 +43,9 @@ const desk = actor({
 			)`);
 		},
 	}),
-	queues: { jobs: queue(), mail: queue() },
 	actions: {
-		increment: (c, amount = 1) => {
-			c.state.count += amount;
-			return c.state.count;
-		},
 		addNote: async (c, body) => {
 			await c.db.execute("INSERT INTO notes (body) VALUES (?)", body);
-		},
-		enqueue: async (c, name, body) => {
-			await c.queue.send(name, body);
-		},
-		remindLater: async (c) => await c.schedule.after(3_600_000, "increment", 1),
-		tickEveryMinute: async (c) => {
-			await c.cron.every({ name: "tick", interval: 60_000, action: "increment", args: [1] });
 		},
 	},
 	options: { sleepTimeout: 60_000 },
@@ -60,4 +66,4 @@ const flow = actor({
 	options: { sleepTimeout: 60_000 },
 });
 
-setup({ use: { desk, flow } }).start();
+setup({ use: { desk, notebook, flow } }).start();
