@@ -97,6 +97,7 @@ const SECONDS = {
 	"schedule.test.mjs": 10,
 	"streams.test.mjs": 9,
 	"first-run.test.mjs": 8,
+	"runtime-socket.test.mjs": 8,
 	"recovery.test.mjs": 8,
 	"connect-frames.test.mjs": 7,
 	"queue.test.mjs": 7,
