@@ -21,13 +21,7 @@ const POOL = "workflows";
 const count = (text, re) => (text.match(new RegExp(re, "g")) ?? []).length;
 
 for (const version of ["2", "3"])
-	describe(`workflows on a RivetKit ${version === "3" ? "3.0.0" : "2.3.19"} app`, {
-		// Workflow rows live in the actor's SQLite database, and our page-store
-		// client (rivet-depot-client 2.3.24-rc.1) cannot open one on engine 3.0
-		// yet: the engine answers its first read with "SQLite head fence
-		// mismatch" (docs/sqlite.md, "Engine 3.0").
-		skip: version === "3" && "SQLite on engine 3.0 needs the 3.0 page-store client (docs/sqlite.md)",
-	}, () => {
+	describe(`workflows on a RivetKit ${version === "3" ? "3.0.0" : "2.3.19"} app`, () => {
 		let engine;
 		let client;
 		const apps = [];

@@ -38,6 +38,13 @@ impl MemoryPages {
         Arc::new(Self::default())
     }
 
+    /// Engine 3.0's empty database: no pages yet, but its file already has
+    /// head `head` (docs/sqlite.md, "The head of an empty database").
+    pub fn start_empty_at(&self, actor_id: &str, head: u64) {
+        let mut stores = self.stores.lock().unwrap();
+        stores.entry(actor_id.to_string()).or_default().head = head;
+    }
+
     /// What the engine does when a newer generation starts.
     pub fn advance_generation(&self, actor_id: &str, generation: u64) {
         let mut stores = self.stores.lock().unwrap();

@@ -209,6 +209,29 @@ async fn data_survives_the_generation_and_close_is_final() {
     assert_eq!(rows, vec![vec![ColumnValue::Text("kept".into())]]);
 }
 
+/// Engine 3.0 answers a database without pages with the head its file
+/// already has, which can be above 0; the database opens, writes and
+/// reads there as on engine 2.3 (docs/sqlite.md, "The head of an empty
+/// database"). Without the head carried by `FencedPages`, the first
+/// statement fails with a head fence mismatch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_empty_database_whose_head_is_above_zero_opens_and_writes() {
+    let link = Arc::new(MemoryLink::default());
+    let a_id = unique("empty-head");
+    link.pages.start_empty_at(&a_id, 7);
+    let pool = pool(8, Duration::from_secs(60));
+    let one = generation(&link, &a_id, 0, &pool);
+    one.db.exec("CREATE TABLE t (x TEXT)".into()).await.unwrap();
+    one.db.execute("INSERT INTO t VALUES ('kept')".into(), None).await.unwrap();
+    assert_eq!(count(&one.db, "t").await, 1);
+    one.db.close().await.unwrap();
+    assert!(link.pages.page_count(&a_id) > 0, "the pages reached the store");
+
+    let two = generation(&link, &a_id, 1, &pool);
+    let rows = two.db.execute("SELECT x FROM t".into(), None).await.unwrap().rows;
+    assert_eq!(rows, vec![vec![ColumnValue::Text("kept".into())]]);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn writes_of_an_ended_or_superseded_generation_never_land() {
     let link = Arc::new(MemoryLink::default());
