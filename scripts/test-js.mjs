@@ -88,7 +88,6 @@ const SECONDS = {
 	"sqlite.test.mjs": 42,
 	"reliability.test.mjs": 22,
 	"rivetkit-app.test.mjs": 25,
-	"rivetkit-app.test.mjs": 25,
 	"drain-bound.test.mjs": 21,
 	"raw-websocket.test.mjs": 20,
 	"lifecycle.test.mjs": 16,
