@@ -304,16 +304,14 @@ describe("context, schedule, kv, conn and websocket arguments on the real engine
 	});
 });
 
-// The workflow batch's transaction opens the actor's SQLite database,
-// which does not work on engine 3.0 yet (docs/sqlite.md): this test runs
-// on engine 2.3.
-describe("workflow batch and state transaction arguments on the real engine (2.3: SQLite)", () => {
+// The workflow batch's transaction opens the actor's SQLite database.
+describe("workflow batch and state transaction arguments on the real engine", () => {
 	let engine;
 	let host;
 	const jobs = actorJobs();
 
 	before(async () => {
-		engine = await startEngine({ arch: "v2" });
+		engine = await startEngine({ arch: "v3" });
 		const factory = new native.NapiActorFactory(
 			{
 				createState: async () => json({ n: 1 }),
