@@ -11,9 +11,6 @@
 // state and an action's effect, the action names, every protocol version
 // and the legacy framing (the example's counter); connections, queue,
 // schedules, database and workflow history (test/inspector-server.mjs).
-// The database and workflow views read the actor's SQLite database (RivetKit
-// 3.0 keeps a workflow's history there): they run on engine 2.3 only until
-// SQLite runs on engine 3.0 (docs/sqlite.md).
 
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
@@ -558,8 +555,7 @@ for (const version of ["2", "3"])
 			assert.equal(await desk.increment(0), 100);
 		});
 
-		// Reads the actor's SQLite database: engine 2.3 only until SQLite runs on engine 3.0.
-		test("the database's tables and rows; an unknown table is an Error", { skip: version === "3" }, async () => {
+		test("the database's tables and rows; an unknown table is an Error", async () => {
 			const notebook = client.notebook.getOrCreate(["one"]);
 			await notebook.addNote("hello");
 			await notebook.addNote("world");
@@ -587,8 +583,7 @@ for (const version of ["2", "3"])
 			}
 		});
 
-		// RivetKit 3.0 keeps a workflow's history in SQLite: engine 2.3 only until SQLite runs on engine 3.0.
-		test("a workflow's history comes from the workflow", { skip: version === "3" }, async () => {
+		test("a workflow's history comes from the workflow", async () => {
 			const flow = client.flow.getOrCreate(["w"]);
 			await flow.steps();
 			await waitFor(async () => (await flow.steps()) === 1, { what: "the workflow's first step" });
