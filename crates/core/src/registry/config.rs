@@ -67,6 +67,9 @@ pub struct ServeConfig {
     /// More nodes of the same engine cluster, tried in turn when the
     /// connection to the current one ends (docs/deploy.md).
     pub fallback_endpoints: Vec<String>,
+    /// The token configured (the endpoint's credentials, `RIVET_TOKEN`,
+    /// the host's config); `None` when none was. [`Self::token`] is the
+    /// one sent.
     pub token: Option<String>,
     pub namespace: String,
     pub pool_name: String,
@@ -93,11 +96,21 @@ impl ServeConfig {
         crate::contract::RivetkitVersion::from_package_version(Some(&self.serverless_package_version))
     }
 
+    /// The token sent to the engine: the one configured, else the
+    /// contract's default for this endpoint (docs/versions.md): `dev`
+    /// under RivetKit 2.3; under 3.0 and in direct use `default` for a
+    /// local engine and none for a remote one.
+    pub fn token(&self) -> Option<String> {
+        self.token.clone().or_else(|| {
+            self.contract().default_token(crate::engine::is_local_endpoint(&self.endpoint)).map(str::to_owned)
+        })
+    }
+
     /// What the engine module needs of this configuration.
     pub fn engine_options(&self) -> crate::engine::EngineOptions {
         crate::engine::EngineOptions {
             endpoint: self.endpoint.clone(),
-            token: self.token.clone(),
+            token: self.token(),
             namespace: self.namespace.clone(),
             pool_name: self.pool_name.clone(),
             engine_binary_path: self.engine_binary_path.clone(),
@@ -115,7 +128,7 @@ impl Default for ServeConfig {
             version: 1,
             endpoint: default_endpoint("127.0.0.1", DEFAULT_ENGINE_PORT),
             fallback_endpoints: Vec::new(),
-            token: Some("default".to_owned()),
+            token: None,
             namespace: "default".to_owned(),
             pool_name: "rivetkit-rust".to_owned(),
             engine_binary_path: None,
@@ -213,7 +226,7 @@ impl ServeConfig {
             version: var("RIVET_ENVOY_VERSION").and_then(|v| v.parse().ok()).unwrap_or(defaults.version),
             fallback_endpoints: dedup(&parsed.endpoint, fallback_endpoints),
             endpoint: parsed.endpoint,
-            token: Some(parsed.token.or(env_token).unwrap_or_else(|| "default".to_owned())),
+            token: parsed.token.or(env_token),
             namespace: parsed.namespace.or(env_namespace).unwrap_or_else(|| "default".to_owned()),
             pool_name: var("RIVET_POOL_NAME").unwrap_or(defaults.pool_name),
             engine_binary_path: var("RIVET_ENGINE_BINARY_PATH").map(PathBuf::from),
@@ -471,13 +484,34 @@ mod tests {
         assert!(!is_local_endpoint("not a url"));
     }
 
+    /// The token sent without one configured follows the contract profile
+    /// (docs/versions.md); a configured one always wins.
+    #[test]
+    fn the_default_token_follows_the_rivetkit_version() {
+        let with = |version: &str, endpoint: &str, token: Option<&str>| ServeConfig {
+            serverless_package_version: version.into(),
+            endpoint: endpoint.into(),
+            token: token.map(Into::into),
+            ..ServeConfig::default()
+        };
+        let local = "http://127.0.0.1:6420";
+        let remote = "https://engine.example.com";
+        assert_eq!(with("2.3.19", local, None).token().as_deref(), Some("dev"));
+        assert_eq!(with("2.3.19", remote, None).token().as_deref(), Some("dev"));
+        assert_eq!(with("3.0.0", local, None).token().as_deref(), Some("default"));
+        assert_eq!(with("3.0.0", remote, None).token(), None);
+        assert_eq!(with("3.0.0", remote, Some("sk")).token().as_deref(), Some("sk"));
+        assert_eq!(with("2.3.19", local, Some("sk")).engine_options().token.as_deref(), Some("sk"));
+    }
+
     #[test]
     fn env_defaults() {
         let c = ServeConfig::from_vars(|_| None).unwrap();
         assert_eq!(c, ServeConfig::default());
         assert_eq!(c.version, 1);
         assert_eq!(c.endpoint, "http://127.0.0.1:6420");
-        assert_eq!(c.token.as_deref(), Some("default"));
+        assert_eq!(c.token, None, "none configured");
+        assert_eq!(c.token().as_deref(), Some("default"), "direct use, local engine: 3.0's default");
         assert_eq!(c.namespace, "default");
         assert_eq!(c.pool_name, "rivetkit-rust");
         assert_eq!(c.engine_spawn, EngineSpawnMode::Auto);

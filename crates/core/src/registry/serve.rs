@@ -165,7 +165,7 @@ fn runner_config_policy(config: &ServeConfig) -> engine::RetryPolicy {
 /// The engine's key index for the new-actor check (I13, docs/generations.md);
 /// the log says once when the check is off.
 fn key_index(config: &ServeConfig) -> Option<KeyIndex> {
-    let index = KeyIndex::new(&config.endpoints(), &config.namespace, config.token.as_deref());
+    let index = KeyIndex::new(&config.endpoints(), &config.namespace, config.token().as_deref());
     if index.is_none() {
         tracing::info!(
             endpoint = %config.endpoint,
@@ -201,7 +201,7 @@ pub(crate) async fn connect_envoy(
         version: config.version,
         endpoint: config.endpoint.clone(),
         fallback_endpoints: config.fallback_endpoints.clone(),
-        token: config.token.clone(),
+        token: config.token(),
         namespace: config.namespace.clone(),
         pool_name: config.pool_name.clone(),
         prepopulate_actor_names: metadata.into_iter().map(|(k, metadata)| (k, ActorName { metadata })).collect(),
