@@ -11,7 +11,10 @@
 // the README names. What the test changes is the environment only:
 //
 // - RIVET_ENDPOINT and RIVET_RUN_ENGINE_PORT name a free private port, and
-//   RIVETKIT_STORAGE_PATH a temporary directory (the engine's data and logs);
+//   RIVETKIT_STORAGE_PATH a temporary directory (the engine's data and logs).
+//   The RivetKit 3.0 app's server runs without RIVET_ENDPOINT: RivetKit 3.0
+//   starts the embedded engine only when no endpoint is configured, on
+//   RIVET_RUN_ENGINE_PORT (its client still reads RIVET_ENDPOINT);
 // - `app-install` runs with npm_config_ignore_scripts=true: RivetKit's own
 //   dependencies' install scripts (better-sqlite3 compiles from source, about
 //   a minute) are not ours, and the app runs without them. The install
@@ -33,7 +36,7 @@ import { after, before, describe, test } from "node:test";
 
 import { BINARY_NAME, hostPlatform } from "../scripts/platform.mjs";
 import { createActor, findFreePorts, gatewayFetch, waitFor } from "./helpers/engine.mjs";
-import { stopEnginesUnder } from "./helpers/processes.mjs";
+import { enginesUnder, stopEnginesUnder } from "./helpers/processes.mjs";
 
 const EXIT_BOUND_MS = 10_000;
 const root = fileURLToPath(new URL("..", import.meta.url));
@@ -111,7 +114,7 @@ describe("README snippets, run as written", { skip }, () => {
 		for (const child of children) {
 			if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
 		}
-		// The embedded engine outlives its host on purpose; the test owns it.
+		// An engine a failed test left behind.
 		if (enginePid) {
 			try {
 				process.kill(enginePid, "SIGKILL");
@@ -136,9 +139,17 @@ describe("README snippets, run as written", { skip }, () => {
 		return res.stdout;
 	}
 
-	/** Starts `node <file>` in `dir`; resolves once it logged "registry serving". */
-	async function startServer(dir, file) {
-		const child = spawn(process.execPath, [file], { cwd: join(work, dir), env, stdio: ["ignore", "pipe", "pipe"] });
+	/**
+	 * Starts `node <file>` in `dir` (without RIVET_ENDPOINT if
+	 * `withoutEndpoint`); resolves once it logged "registry serving".
+	 */
+	async function startServer(dir, file, { withoutEndpoint = false } = {}) {
+		const { RIVET_ENDPOINT: _endpoint, ...rest } = env;
+		const child = spawn(process.execPath, [file], {
+			cwd: join(work, dir),
+			env: withoutEndpoint ? rest : env,
+			stdio: ["ignore", "pipe", "pipe"],
+		});
 		children.push(child);
 		const server = { child, out: "", exited: once(child, "exit") };
 		child.stdout.on("data", (d) => (server.out += d));
@@ -221,7 +232,7 @@ describe("README snippets, run as written", { skip }, () => {
 		snippet("app-server");
 		snippet("app-client");
 
-		const server = await startServer("my-app", "server.mjs");
+		const server = await startServer("my-app", "server.mjs", { withoutEndpoint: true });
 		if (process.platform === "linux") {
 			const maps = readFileSync(`/proc/${server.child.pid}/maps`, "utf8");
 			assert.ok(
@@ -238,7 +249,10 @@ describe("README snippets, run as written", { skip }, () => {
 		assert.equal(res.status, 0, `${res.stdout}\n${res.stderr}\n--- app ---\n${server.out}`);
 		assert.equal(res.stdout.trim().split("\n").pop(), "5");
 
+		assert.equal(enginesUnder(work).length, 1, "the app started its engine");
 		const [code, signal] = await interrupt(server);
 		assert.ok(signal === "SIGINT" || code === 130, `exits on SIGINT, got ${code}/${signal}\n${server.out}`);
+		// The engine the app started stopped with it.
+		await waitFor(() => enginesUnder(work).length === 0, { what: "the app's engine to stop with it" });
 	});
 });
