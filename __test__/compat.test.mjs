@@ -340,7 +340,7 @@ describe("the contract on a live actor", () => {
 	const seen = {};
 
 	before(async () => {
-		engine = await startEngine();
+		engine = await startEngine({ arch: "v3" });
 		const factory = new native.NapiActorFactory(
 			{
 				createState: async () => cborEncode({ n: 0 }),
@@ -519,9 +519,12 @@ describe("the contract on a live actor", () => {
 	});
 
 	test("harmless calls work, runtimeState persists per generation", async () => {
-		const first = await actionFetch(engine, actorId, "harmless", { encoding: "json" });
+		// A caller's ray ID: engine 3.0's gateway gives a request none of its
+		// own (ray-id.test.mjs).
+		const headers = { "x-rivet-ray-id": "compat-ray-1" };
+		const first = await actionFetch(engine, actorId, "harmless", { encoding: "json", headers });
 		assert.equal(first.status, 200, JSON.stringify(first.body));
-		const second = await actionFetch(engine, actorId, "harmless", { encoding: "json" });
+		const second = await actionFetch(engine, actorId, "harmless", { encoding: "json", headers });
 		assert.equal(second.body.output, first.body.output + 1);
 		assert.deepEqual(seen, {
 			sameRuntimeState: true,
