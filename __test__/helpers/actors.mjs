@@ -27,7 +27,16 @@ export async function serveActors(engine, actors, config = {}) {
 	const registry = new native.CoreRegistry();
 	for (const [name, factory] of Object.entries(actors)) registry.register(name, factory);
 	const pool = config.poolName ?? uniquePool();
-	const serving = registry.serve({ endpoint: engine.endpoint, poolName: pool, engineSpawn: "never", ...config });
+	// The engine's token, as RivetKit always passes one: a host that says it
+	// is RivetKit 2.3 would otherwise send 2.3's default, `dev`, which engine
+	// 3.0's admin token refuses.
+	const serving = registry.serve({
+		endpoint: engine.endpoint,
+		token: engine.token,
+		poolName: pool,
+		engineSpawn: "never",
+		...config,
+	});
 	serving.catch(() => {});
 	await registry.waitReady();
 	return {
