@@ -27,6 +27,9 @@ pub struct MemoryPages {
     stores: Mutex<HashMap<String, Store>>,
     pub commits: AtomicUsize,
     pub refused: AtomicUsize,
+    /// How many of the next messages are refused for overload, as engine
+    /// 3.0 refuses them when its storage is behind.
+    overloads: AtomicUsize,
 }
 
 fn error(group: &str, code: &str, message: &str) -> protocol::SqliteErrorResponse {
@@ -43,6 +46,19 @@ impl MemoryPages {
     pub fn start_empty_at(&self, actor_id: &str, head: u64) {
         let mut stores = self.stores.lock().unwrap();
         stores.entry(actor_id.to_string()).or_default().head = head;
+    }
+
+    /// Refuses the next `n` messages with `depot.overloaded`, asking for
+    /// a wait of `retry_after_ms=1` (docs/sqlite.md, "Storage that is behind").
+    pub fn overload_next(&self, n: usize) {
+        self.overloads.store(n, Ordering::SeqCst);
+    }
+
+    fn overloaded(&self) -> Option<protocol::SqliteErrorResponse> {
+        self.overloads
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .ok()
+            .map(|_| error("depot", "overloaded", "volume write refused before dispatch (retry_after_ms=1)"))
     }
 
     /// What the engine does when a newer generation starts.
@@ -63,6 +79,9 @@ impl MemoryPages {
         generation: Option<u64>,
         f: impl FnOnce(&mut Store) -> Result<T, protocol::SqliteErrorResponse>,
     ) -> Result<T, protocol::SqliteErrorResponse> {
+        if let Some(refusal) = self.overloaded() {
+            return Err(refusal);
+        }
         let mut stores = self.stores.lock().unwrap();
         let store = stores.entry(actor_id.to_string()).or_default();
         if let Some(generation) = generation {

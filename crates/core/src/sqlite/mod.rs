@@ -25,6 +25,7 @@ pub mod database;
 pub mod errors;
 pub mod limits;
 pub mod link;
+mod overload;
 pub mod pool;
 pub mod profiling;
 pub mod transaction;

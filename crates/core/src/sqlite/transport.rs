@@ -16,6 +16,9 @@
 //! which engine 3.0 refuses. So the head the engine named with the absent
 //! first page is remembered, and a message fenced with head 0 is sent with
 //! that head instead. On engine 2.3 nothing is remembered.
+//!
+//! And a message engine 3.0 refused for overload is sent again after the
+//! delay it asked for ([`super::overload`]).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -25,6 +28,8 @@ use async_trait::async_trait;
 use depot_client::vfs::{SqliteTransport, SqliteTransportHandle};
 use rivet_envoy_client::protocol;
 use tokio_util::sync::CancellationToken;
+
+use super::overload::resend;
 
 pub(crate) struct FencedPages {
     inner: SqliteTransportHandle,
@@ -56,8 +61,13 @@ impl FencedPages {
         }
     }
 
+    /// Whether this generation may still write.
+    fn may_write(&self) -> bool {
+        !self.fence.is_cancelled()
+    }
+
     fn check(&self) -> Result<()> {
-        if self.fence.is_cancelled() {
+        if !self.may_write() {
             anyhow::bail!("this actor generation can no longer write; its SQLite commit was not sent");
         }
         Ok(())
@@ -71,7 +81,7 @@ impl SqliteTransport for FencedPages {
         mut request: protocol::SqliteGetPagesRequest,
     ) -> Result<protocol::SqliteGetPagesResponse> {
         request.expected_head_txid = self.head(request.expected_head_txid);
-        let response = self.inner.get_pages(request).await?;
+        let response = resend("get_pages", || self.inner.get_pages(request.clone()), || true).await?;
         self.observe(&response);
         Ok(response)
     }
@@ -79,7 +89,7 @@ impl SqliteTransport for FencedPages {
     async fn commit(&self, mut request: protocol::SqliteCommitRequest) -> Result<protocol::SqliteCommitResponse> {
         self.check()?;
         request.expected_head_txid = self.head(request.expected_head_txid);
-        self.inner.commit(request).await
+        resend("commit", || self.inner.commit(request.clone()), || self.may_write()).await
     }
 
     async fn commit_stage_begin(
@@ -88,7 +98,7 @@ impl SqliteTransport for FencedPages {
     ) -> Result<protocol::SqliteCommitStageBeginResponse> {
         self.check()?;
         request.expected_head_txid = self.head(request.expected_head_txid);
-        self.inner.commit_stage_begin(request).await
+        resend("commit_stage_begin", || self.inner.commit_stage_begin(request.clone()), || self.may_write()).await
     }
 
     async fn commit_stage_segment(
@@ -96,7 +106,7 @@ impl SqliteTransport for FencedPages {
         request: protocol::SqliteCommitStageSegmentRequest,
     ) -> Result<protocol::SqliteCommitStageSegmentResponse> {
         self.check()?;
-        self.inner.commit_stage_segment(request).await
+        resend("commit_stage_segment", || self.inner.commit_stage_segment(request.clone()), || self.may_write()).await
     }
 
     async fn commit_finalize(
@@ -104,7 +114,7 @@ impl SqliteTransport for FencedPages {
         request: protocol::SqliteCommitFinalizeRequest,
     ) -> Result<protocol::SqliteCommitFinalizeResponse> {
         self.check()?;
-        self.inner.commit_finalize(request).await
+        resend("commit_finalize", || self.inner.commit_finalize(request.clone()), || self.may_write()).await
     }
 }
 
@@ -160,5 +170,43 @@ mod tests {
         pages.get_pages(read()).await.unwrap();
         assert!(committed(pages.commit(commit(Some(0))).await.unwrap()));
         assert!(!committed(pages.commit(commit(Some(0))).await.unwrap()), "head 0 is stale after a commit");
+    }
+
+    /// Engine 3.0 refuses messages for overload while its storage is
+    /// behind; they are sent again and the commit lands once.
+    #[tokio::test]
+    async fn a_message_refused_for_overload_is_sent_again() {
+        let store = MemoryPages::new();
+        let pages = FencedPages::handle(store.clone(), CancellationToken::new());
+        store.overload_next(3);
+        assert!(committed(pages.commit(commit(Some(0))).await.unwrap()));
+        assert_eq!(store.commits.load(std::sync::atomic::Ordering::SeqCst), 1);
+        store.overload_next(2);
+        let read = pages.get_pages(read()).await.unwrap();
+        assert!(matches!(read, protocol::SqliteGetPagesResponse::SqliteGetPagesOk(_)));
+    }
+
+    /// The budget ends the resends: the client gets the refusal as it came.
+    #[tokio::test(start_paused = true)]
+    async fn refusals_past_the_budget_reach_the_client() {
+        let store = MemoryPages::new();
+        let pages = FencedPages::handle(store.clone(), CancellationToken::new());
+        store.overload_next(usize::MAX);
+        let started = tokio::time::Instant::now();
+        let answer = pages.commit(commit(Some(0))).await.unwrap();
+        assert!(!committed(answer));
+        assert!(started.elapsed() <= crate::sqlite::overload::BUDGET);
+        assert_eq!(store.commits.load(std::sync::atomic::Ordering::SeqCst), 0);
+    }
+
+    /// A generation that can no longer write stops sending at once.
+    #[tokio::test]
+    async fn a_fenced_generation_stops_sending() {
+        let store = MemoryPages::new();
+        let fence = CancellationToken::new();
+        let pages = FencedPages::handle(store.clone(), fence.clone());
+        store.overload_next(usize::MAX);
+        fence.cancel();
+        assert!(pages.commit(commit(Some(0))).await.is_err(), "not even sent");
     }
 }
