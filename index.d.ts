@@ -784,6 +784,12 @@ export interface JsActorConfig {
    */
   maxActions?: number
   maxQueueMessageSize?: number
+  /**
+   * Generations that may end while holding a queue message before it
+   * becomes a dead letter (default 5, or `RIVETKIT_QUEUE_MAX_DELIVERIES`;
+   * not in RivetKit's actor options).
+   */
+  maxQueueDeliveries?: number
   maxIncomingMessageSize?: number
   maxOutgoingMessageSize?: number
   actions?: Array<JsActionDefinition>

@@ -135,6 +135,9 @@ impl ActorContext {
             Ok(writes) => writes,
             Err(err) => return reject(env, err),
         };
+        // The messages its steps took are in these rows: handled now, on
+        // the JavaScript thread (docs/queues-cron.md).
+        rivetkit_native_core::actor::queue::mark_handled(&self.inner);
         let ctx = self.inner.clone();
         spawn_promise(env, async move {
             let hooks = ctx.hooks();

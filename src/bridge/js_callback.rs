@@ -138,12 +138,21 @@ where
     /// answer over once: a value at once, a promise's outcome when it
     /// settles ([`crate::bridge::settle`]).
     pub async fn call(&self, args: Args) -> anyhow::Result<Ret> {
+        self.call_then(args, || {}).await
+    }
+
+    /// [`Self::call`], running `returned` on the JS thread as soon as the
+    /// function has returned (before any other JavaScript runs): what it
+    /// reads is in step with what the function's synchronous part saw.
+    pub async fn call_then(&self, args: Args, returned: impl FnOnce() + Send + 'static) -> anyhow::Result<Ret> {
         let (tx, rx) = oneshot::channel::<Answer<Ret>>();
         let id = settle::next_id();
+        let on_return = returned;
         let status = self.tsfn.call_with_return_value(
             Ok(args),
             ThreadsafeFunctionCallMode::NonBlocking,
             move |returned: napi::Result<Returned<Ret>>, env: napi::Env| {
+                on_return();
                 match returned {
                     Err(err) => {
                         let _ = tx.send(Answer::Threw(err));

@@ -175,6 +175,7 @@ impl Queue {
     /// storage answers (the contract's `tryNext*` are synchronous).
     fn try_receive(&self, env: &Env, receive: ArgResult<Receive>) -> napi::Result<Vec<QueueMessage>> {
         let receive = receive.map_err(|e| throw(env, e))?;
+        queue::mark_handled(&self.ctx);
         let ctx = self.ctx.clone();
         let task = crate::bridge::runtime::spawn(async move {
             queue::try_next_batch(&ctx, receive.names, receive.count, receive.completable).await
@@ -235,6 +236,10 @@ impl Queue {
             Ok(receive) => receive,
             Err(err) => return reject(env, err),
         };
+        // A receive begins: what was taken before is handled, here on the
+        // JavaScript thread, in order with the state changes before it
+        // (docs/queues-cron.md, "Consumed with the state").
+        queue::mark_handled(&self.ctx);
         let (ctx, ray) = (self.ctx.clone(), self.ray.clone());
         spawn_promise(
             env,
@@ -258,6 +263,10 @@ impl Queue {
             Ok(receive) => receive,
             Err(err) => return reject(env, err),
         };
+        // A receive begins: what was taken before is handled, here on the
+        // JavaScript thread, in order with the state changes before it
+        // (docs/queues-cron.md, "Consumed with the state").
+        queue::mark_handled(&self.ctx);
         let (ctx, ray) = (self.ctx.clone(), self.ray.clone());
         spawn_promise(env, async move { Ok(messages(&ray, queue::next_batch(&ctx, receive).await?)) })
     }
@@ -278,6 +287,10 @@ impl Queue {
             Ok(receive) => receive,
             Err(err) => return reject(env, err),
         };
+        // A receive begins: what was taken before is handled, here on the
+        // JavaScript thread, in order with the state changes before it
+        // (docs/queues-cron.md, "Consumed with the state").
+        queue::mark_handled(&self.ctx);
         let (ctx, ray) = (self.ctx.clone(), self.ray.clone());
         spawn_promise(env, async move {
             let message = queue::wait_for_names(&ctx, receive).await?;
@@ -331,8 +344,9 @@ impl Queue {
             Ok(read) => read,
             Err(err) => return reject(env, err),
         };
-        let ctx = self.ctx.clone();
-        spawn_promise(env, async move { queue::complete_persisted(&ctx, id, &name, response).await })
+        // Recorded now, on the JavaScript thread (see `next_batch`).
+        let completed = queue::complete_persisted(&self.ctx, id, &name, response);
+        spawn_promise(env, async move { completed })
     }
 
     /// Queues a message and waits for its consumer's `complete(response)`;
@@ -493,8 +507,8 @@ impl QueueMessage {
         self.inner.is_completable()
     }
 
-    /// Removes a completable message and answers its sender with
-    /// `response`. `queue.complete_not_configured` for a message received
+    /// Completes a completable message: the next save consumes it, then
+    /// its sender is answered with `response`. `queue.complete_not_configured` for a message received
     /// without `completable`; `queue.already_completed` the second time.
     #[napi(ts_args_type = "response?: Buffer | undefined | null", ts_return_type = "Promise<void>")]
     pub fn complete<'env>(
@@ -506,7 +520,8 @@ impl QueueMessage {
             Ok(response) => response,
             Err(err) => return reject(env, err),
         };
-        let message = self.inner.clone();
-        spawn_promise(env, async move { message.complete(response).await })
+        // Recorded now, on the JavaScript thread (see `Queue.nextBatch`).
+        let completed = self.inner.complete(response);
+        spawn_promise(env, async move { completed })
     }
 }

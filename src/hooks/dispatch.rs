@@ -153,10 +153,19 @@ impl ActorHooks for JsHooks {
     ) -> Option<BoxFuture<'static, anyhow::Result<StateDelta>>> {
         let hook = self.serialize_state.clone()?;
         let payload = SerializePayload { ctx: js_ctx(ctx), reason: reason.as_str().to_string() };
+        // RivetKit reads the state synchronously in the call: the queue's
+        // handling mark read right after it returns is the one the state
+        // reflects (docs/queues-cron.md, "Consumed with the state").
+        let mark = std::sync::Arc::new(std::sync::OnceLock::new());
+        let (seen, core) = (mark.clone(), ctx.clone());
         Some(
             async move {
-                let Checked(delta) = hook.call(payload).await?;
-                Ok(StateDelta { state: delta.state.map(|b| b.0) })
+                let Checked(delta) = hook
+                    .call_then(payload, move || {
+                        let _ = seen.set(core.queue().handled_mark());
+                    })
+                    .await?;
+                Ok(StateDelta { state: delta.state.map(|b| b.0), queue_mark: mark.get().copied() })
             }
             .boxed(),
         )

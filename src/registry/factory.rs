@@ -68,6 +68,10 @@ pub struct JsActorConfig {
     /// (default 128; not in RivetKit 2.3.19's actor options).
     pub max_actions: Option<f64>,
     pub max_queue_message_size: Option<f64>,
+    /// Generations that may end while holding a queue message before it
+    /// becomes a dead letter (default 5, or `RIVETKIT_QUEUE_MAX_DELIVERIES`;
+    /// not in RivetKit's actor options).
+    pub max_queue_deliveries: Option<f64>,
     pub max_incoming_message_size: Option<f64>,
     pub max_outgoing_message_size: Option<f64>,
     pub actions: Option<Vec<JsActionDefinition>>,
@@ -242,6 +246,19 @@ impl JsActorConfig {
             max_schedules: size("maxSchedules", self.max_schedules, d.max_schedules)?,
             max_queue_size: size("maxQueueSize", self.max_queue_size, d.max_queue_size)?,
             max_queue_message_size: size("maxQueueMessageSize", self.max_queue_message_size, d.max_queue_message_size)?,
+            max_queue_deliveries: match size(
+                "maxQueueDeliveries",
+                self.max_queue_deliveries,
+                d.max_queue_deliveries as usize,
+            )? {
+                0 => {
+                    return Err(rivetkit_native_core::error::validate::invalid(
+                        "config.maxQueueDeliveries",
+                        "must be at least 1",
+                    ))
+                }
+                n => u32::try_from(n).unwrap_or(u32::MAX),
+            },
             has_state: self.has_state.unwrap_or(d.has_state),
             has_database: self.has_database.unwrap_or(d.has_database),
             actions,

@@ -57,6 +57,7 @@ vars! {
     RUST_BACKTRACE: "error backtraces";
     RUST_LIB_BACKTRACE: "error backtraces (the addon sets it to 0 at load)";
     RIVETKIT_OUTPUT_GATE: "the output gate (docs/durability.md)";
+    RIVETKIT_QUEUE_MAX_DELIVERIES: "tries before a queue message is a dead letter (docs/queues-cron.md)";
     RIVETKIT_NATIVE_SQLITE_MAX_OPEN: "SQLite databases open at once";
     RIVETKIT_NATIVE_SQLITE_IDLE_CLOSE_MS: "ms before an unused SQLite database closes";
     RIVETKIT_NATIVE_SQLITE_PAGER_CACHE_KIB: "SQLite page cache per database";

@@ -51,6 +51,10 @@ pub struct ActorConfig {
     pub max_queue_size: usize,
     /// Bytes of one queue message at most (`maxQueueMessageSize`).
     pub max_queue_message_size: usize,
+    /// Generations that may end while holding a queue message before it
+    /// becomes a dead letter (`maxQueueDeliveries`, else
+    /// `RIVETKIT_QUEUE_MAX_DELIVERIES`, else 5; docs/queues-cron.md).
+    pub max_queue_deliveries: u32,
     /// The actor keeps a state (the inspector's `isStateEnabled`).
     pub has_state: bool,
     /// The actor may use its SQLite database (the inspector's
@@ -114,6 +118,7 @@ impl Default for ActorConfig {
             max_schedules: super::schedule::limits::DEFAULT_MAX_SCHEDULES,
             max_queue_size: super::queue::limits::DEFAULT_MAX_QUEUE_SIZE,
             max_queue_message_size: super::queue::limits::DEFAULT_MAX_MESSAGE_SIZE,
+            max_queue_deliveries: max_deliveries_from_env(),
             has_state: false,
             has_database: false,
             actions: Vec::new(),
@@ -135,6 +140,15 @@ pub enum OutputGate {
     /// Answers leave as soon as they are ready; state is saved on the
     /// throttle (`stateSaveInterval`), as in the reference.
     Off,
+}
+
+/// `RIVETKIT_QUEUE_MAX_DELIVERIES`: a whole number, at least 1; anything
+/// else is the default.
+fn max_deliveries_from_env() -> u32 {
+    crate::env::get(crate::env::RIVETKIT_QUEUE_MAX_DELIVERIES)
+        .and_then(|v| v.trim().parse::<u32>().ok())
+        .filter(|n| *n >= 1)
+        .unwrap_or(super::queue::limits::DEFAULT_MAX_DELIVERIES)
 }
 
 impl OutputGate {

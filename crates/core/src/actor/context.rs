@@ -118,7 +118,10 @@ impl ActorContext {
             persisted: Persisted::new(config.state_save_interval),
             run: RunHandler::default(),
             schedule: Schedule::with_limit(config.max_schedules),
-            queue: Queue::new(Limits::new(config.max_queue_size, config.max_queue_message_size)),
+            queue: Queue::new(
+                Limits::new(config.max_queue_size, config.max_queue_message_size)
+                    .with_max_deliveries(config.max_queue_deliveries),
+            ),
             clients,
             outbox: Outbox::new(config.output_gate == OutputGate::On && config.has_state),
             inspector: ActorInspector::default(),
@@ -423,8 +426,17 @@ impl ActorContext {
     pub fn state(&self) -> Vec<u8> {
         self.persisted().state()
     }
+    /// Replaces the state, read now: it reflects every queue message
+    /// handled so far (call it where the state was serialized, on the
+    /// JavaScript thread for the napi layer).
     pub fn set_state(&self, state: Vec<u8>) {
-        self.persisted().replace_state(state);
+        let mark = self.queue().handled_mark();
+        self.set_state_at(state, mark);
+    }
+    /// Replaces the state, read when the queue's handling mark was `mark`
+    /// ([`super::queue::Queue::handled_mark`]).
+    pub fn set_state_at(&self, state: Vec<u8>, mark: u64) {
+        self.persisted().replace_state(state, mark);
         self.0.inspector.state_changed();
     }
 

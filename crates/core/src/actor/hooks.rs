@@ -62,6 +62,10 @@ impl SerializeReason {
 #[derive(Debug, Clone, Default)]
 pub struct StateDelta {
     pub state: Option<Vec<u8>>,
+    /// The queue's handling mark when the host read the state
+    /// ([`super::queue::Queue::handled_mark`]); `None`: read when the call
+    /// began.
+    pub queue_mark: Option<u64>,
 }
 
 /// User code for one actor type. Every method has a default that does

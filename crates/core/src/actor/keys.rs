@@ -122,6 +122,8 @@ pub mod queue {
     const NEXT_ID: u8 = 0;
     const HEADERS: u8 = 1;
     const BODIES: u8 = 2;
+    const TRIES: u8 = 3;
+    const CONSUMED: u8 = 4;
 
     fn key(space: u8, id: u64) -> Vec<u8> {
         let mut key = vec![QUEUE_PREFIX, space];
@@ -154,9 +156,27 @@ pub mod queue {
         (vec![QUEUE_PREFIX, HEADERS], vec![QUEUE_PREFIX, HEADERS + 1])
     }
 
-    /// `[6, 1] ..< [6, 3]`: every header and body (not the next id).
+    /// `[6, 1] ..< [6, 4]`: every header, body and try count (not the
+    /// next id, not the consumed list).
     pub fn messages_range() -> (Vec<u8>, Vec<u8>) {
-        (vec![QUEUE_PREFIX, HEADERS], vec![QUEUE_PREFIX, BODIES + 1])
+        (vec![QUEUE_PREFIX, HEADERS], vec![QUEUE_PREFIX, TRIES + 1])
+    }
+
+    /// `[6, 3, id u64 BE]`: how many generations took a message and ended
+    /// without consuming it (docs/queues-cron.md, "Consumed with the state").
+    pub fn tries_key(id: u64) -> Vec<u8> {
+        key(TRIES, id)
+    }
+
+    /// `[6, 3] ..< [6, 4]`: every try count.
+    pub fn tries_range() -> (Vec<u8>, Vec<u8>) {
+        (vec![QUEUE_PREFIX, TRIES], vec![QUEUE_PREFIX, TRIES + 1])
+    }
+
+    /// `[6, 4]`: the ids of messages consumed by a saved state whose
+    /// records may still exist, written in the same put as the actor record.
+    pub fn consumed_key() -> Vec<u8> {
+        vec![QUEUE_PREFIX, CONSUMED]
     }
 }
 
@@ -246,7 +266,10 @@ mod tests {
         assert_eq!(queue::body_key(7), [6, 2, 0, 0, 0, 0, 0, 0, 0, 7]);
         assert_eq!(queue::id_of(&queue::body_key(300)), Some(300));
         assert_eq!(queue::headers_range(), (vec![6, 1], vec![6, 2]));
-        assert_eq!(queue::messages_range(), (vec![6, 1], vec![6, 3]));
+        assert_eq!(queue::messages_range(), (vec![6, 1], vec![6, 4]));
+        assert_eq!(queue::tries_key(9), [6, 3, 0, 0, 0, 0, 0, 0, 0, 9]);
+        assert_eq!(queue::tries_range(), (vec![6, 3], vec![6, 4]));
+        assert_eq!(queue::consumed_key(), [6, 4]);
 
         assert_eq!(cron::job_key("j"), [7, 0, b'j']);
         assert_eq!(cron::jobs_range(), (vec![7, 0], vec![7, 1]));

@@ -16,7 +16,9 @@ use super::save::SaveRequests;
 pub struct Fingerprint(pub(crate) [u64; 2]);
 
 pub struct Persisted {
-    state: Mutex<Vec<u8>>,
+    /// The state, and the queue's handling mark when it was read: the
+    /// messages handled by then are reflected in it (docs/queues-cron.md).
+    state: Mutex<(Vec<u8>, u64)>,
     /// Which chunk slot holds a large state (storage detail); 255 = none.
     state_slot: AtomicU8,
     /// Serializes record writes (throttled saves, `saveState`, final save),
@@ -38,7 +40,7 @@ pub struct Persisted {
 impl Persisted {
     pub fn new(save_interval: Duration) -> Self {
         Self {
-            state: Mutex::new(Vec::new()),
+            state: Mutex::new((Vec::new(), 0)),
             state_slot: AtomicU8::new(u8::MAX),
             write_lock: tokio::sync::Mutex::new(None),
             saves: SaveRequests::default(),
@@ -50,10 +52,22 @@ impl Persisted {
     }
 
     pub fn state(&self) -> Vec<u8> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner()).0.clone()
+    }
+    /// The state and the queue's handling mark it covers.
+    pub(crate) fn state_and_mark(&self) -> (Vec<u8>, u64) {
         self.state.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
-    pub(crate) fn replace_state(&self, state: Vec<u8>) {
-        *self.state.lock().unwrap_or_else(|p| p.into_inner()) = state;
+    /// Replaces the state, read when the queue's handling mark was `mark`.
+    pub(crate) fn replace_state(&self, state: Vec<u8>, mark: u64) {
+        let mut held = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        *held = (state, held.1.max(mark));
+    }
+    /// The host read no state at `mark` (an actor without state): nothing
+    /// of it is to keep with the messages handled by then.
+    pub(crate) fn raise_mark(&self, mark: u64) {
+        let mut held = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        held.1 = held.1.max(mark);
     }
 
     pub(crate) fn state_slot(&self) -> Option<u8> {

@@ -219,11 +219,21 @@ pub async fn save_record(ctx: &ActorContext) -> anyhow::Result<()> {
 /// [`save_record`], with `extra` entries written in the same put as the
 /// record (its header for a chunked state), so they land together. With
 /// `extra`, the record is written even when the engine already holds it.
-pub async fn save_record_with(ctx: &ActorContext, extra: Vec<(Vec<u8>, Vec<u8>)>) -> anyhow::Result<()> {
+///
+/// The queue messages handled before the state was read are consumed in
+/// the same put (docs/queues-cron.md, "Consumed with the state"): they and
+/// the state they changed land together or not at all.
+pub async fn save_record_with(ctx: &ActorContext, mut extra: Vec<(Vec<u8>, Vec<u8>)>) -> anyhow::Result<()> {
     let mut persisted = ctx.persisted().lock_writes().await;
     ctx.check_writable()?;
-    let record = ActorRecord { initialized: true, alarm: ctx.alarm(), state: ctx.state() };
+    let (state, mark) = ctx.persisted().state_and_mark();
+    let record = ActorRecord { initialized: true, alarm: ctx.alarm(), state };
     let fingerprint = fingerprint(&record);
+    let final_save = ctx.phase() == super::lifecycle::Phase::Finalizing;
+    let mut commit = ctx.queue().commit_plan(mark, final_save);
+    if let Some(commit) = commit.as_mut() {
+        extra.append(&mut commit.entries);
+    }
     if extra.is_empty() && *persisted == Some(fingerprint) {
         return Ok(());
     }
@@ -232,6 +242,9 @@ pub async fn save_record_with(ctx: &ActorContext, extra: Vec<(Vec<u8>, Vec<u8>)>
     *persisted = None;
     write_record(ctx, record, extra).await?;
     *persisted = Some(fingerprint);
+    if let Some(commit) = commit {
+        ctx.queue().committed(commit);
+    }
     Ok(())
 }
 

@@ -65,6 +65,10 @@ pub async fn save_state_and_batch(
     hooks: Option<&DynHooks>,
     writes: Vec<WorkflowKvWrite>,
 ) -> anyhow::Result<()> {
+    // The messages a workflow step took are in the rows it flushes: this
+    // flush consumes them (the napi layer marks them on the JavaScript
+    // thread already; docs/queues-cron.md).
+    crate::actor::queue::mark_handled(ctx);
     let mut mark = ctx.persisted().workflow_mark().lock().await;
     ctx.check_writable()?;
     if let Some(hooks) = hooks {

@@ -10,6 +10,9 @@ use crate::error::RivetError;
 pub const DEFAULT_MAX_QUEUE_SIZE: usize = 1000;
 /// The reference's default `maxQueueMessageSize`.
 pub const DEFAULT_MAX_MESSAGE_SIZE: usize = 65_536;
+/// How many generations may take a message and end without consuming it
+/// before it is moved to the dead letters (docs/queues-cron.md).
+pub const DEFAULT_MAX_DELIVERIES: u32 = 5;
 
 /// The limits of one actor's queue, fixed for a generation's life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,6 +23,9 @@ pub struct Limits {
     /// header (`maxQueueMessageSize`). A body is one KV value, so a larger
     /// setting is lowered to the engine's value limit.
     pub max_message_size: usize,
+    /// Generations that may end while holding a message before it becomes
+    /// a dead letter (`maxQueueDeliveries`, at least 1).
+    pub max_deliveries: u32,
 }
 
 impl Default for Limits {
@@ -30,7 +36,15 @@ impl Default for Limits {
 
 impl Limits {
     pub fn new(max_size: usize, max_message_size: usize) -> Self {
-        Self { max_size: max_size.max(1), max_message_size: max_message_size.min(MAX_VALUE_SIZE) }
+        Self {
+            max_size: max_size.max(1),
+            max_message_size: max_message_size.min(MAX_VALUE_SIZE),
+            max_deliveries: DEFAULT_MAX_DELIVERIES,
+        }
+    }
+
+    pub fn with_max_deliveries(self, max_deliveries: u32) -> Self {
+        Self { max_deliveries: max_deliveries.max(1), ..self }
     }
 }
 

@@ -2,9 +2,15 @@
 //! /queue/{name}` from clients through the factory's `onQueueSend`).
 //!
 //! Messages are persisted ([`store`]) before `send` resolves and are
-//! received in send order, each at most once unless it is *completable*: a
-//! completable message stays queued until `complete` (or is received again
-//! by a later receive, and by the next generation if this one dies first).
+//! received in send order. A receive does not delete: the message stays in
+//! storage, taken by this generation, and is consumed by the state save
+//! that follows its handling, in the same put as the state ([`receipts`]
+//! has its way; docs/queues-cron.md, "Consumed with the state"). A
+//! generation that ends before that save hands it to the next one again,
+//! in its place; one that kept ending while holding it
+//! (`maxQueueDeliveries` times) makes it a dead letter. A completable
+//! message stays queued until `complete` (or is received again by a later
+//! receive); its sender is answered once the completion is saved.
 //! A message sent while the actor sleeps wakes it (the gateway starts the
 //! actor for the request) and waits in storage for its consumer.
 //!
@@ -27,6 +33,7 @@
 pub mod header;
 pub mod limits;
 mod ops;
+pub mod receipts;
 pub mod send_result;
 pub mod store;
 mod wait;
@@ -42,9 +49,10 @@ pub use header::Header;
 pub use limits::Limits;
 pub(crate) use ops::load;
 pub use ops::{
-    complete_persisted, enqueue_and_wait, enqueue_and_wait_from, next_batch, reset, send, send_from, try_next_batch,
-    wait_for_names, wait_for_names_available, QueueMessage,
+    complete_persisted, enqueue_and_wait, enqueue_and_wait_from, mark_handled, next_batch, reset, send, send_from,
+    try_next_batch, wait_for_names, wait_for_names_available, QueueMessage,
 };
+pub use receipts::DEAD_LETTER_PREFIX;
 pub use send_result::{QueueSendResult, QueueSendStatus};
 
 /// Which messages a receive takes, and how.
@@ -88,8 +96,19 @@ pub struct Queue {
 
 #[derive(Default)]
 struct State {
+    /// Messages a receive may take, by id (completable ones taken and not
+    /// completed stay here).
     index: BTreeMap<u64, Header>,
     next_id: u64,
+    receipts: receipts::Receipts,
+}
+
+/// What a save consumes: the messages, and the entries to put with the
+/// actor record (see [`Queue::commit_plan`]).
+#[derive(Debug, Default)]
+pub struct Commit {
+    ids: Vec<u64>,
+    pub entries: Vec<(Vec<u8>, Vec<u8>)>,
 }
 
 impl Default for Queue {
@@ -102,7 +121,7 @@ impl Queue {
     pub fn new(limits: Limits) -> Self {
         Self {
             limits,
-            state: Mutex::new(State { index: BTreeMap::new(), next_id: 1 }),
+            state: Mutex::new(State { next_id: 1, ..State::default() }),
             sending: tokio::sync::Mutex::new(()),
             receiving: tokio::sync::Mutex::new(()),
             arrived: Notify::new(),
@@ -128,6 +147,52 @@ impl Queue {
     /// The queued messages' headers, in order (the inspector's view).
     pub fn headers(&self) -> Vec<Header> {
         self.state(|s| s.index.values().cloned().collect())
+    }
+
+    /// The handling sequence number: a state read now reflects every
+    /// message handled so far (docs/queues-cron.md).
+    pub fn handled_mark(&self) -> u64 {
+        self.state(|s| s.receipts.mark())
+    }
+
+    /// Taken messages handled at or before `mark` and not consumed yet
+    /// (test helper and log detail).
+    pub fn handled_through(&self, mark: u64) -> Vec<u64> {
+        self.state(|s| s.receipts.covered(mark))
+    }
+
+    /// What a save of a state read at `mark` consumes, with its entries:
+    /// the consumed list (and, for the final save, the tries of messages
+    /// taken and not handled put back). `None`: nothing to add.
+    pub fn commit_plan(&self, mark: u64, final_save: bool) -> Option<Commit> {
+        self.state(|s| {
+            let ids = s.receipts.covered(mark);
+            let restore = if final_save { s.receipts.unhandled() } else { Vec::new() };
+            if ids.is_empty() && restore.is_empty() {
+                return None;
+            }
+            let mut entries = Vec::new();
+            if !ids.is_empty() {
+                entries.push(store::consumed_entry(&s.receipts.consumed_with(&ids)));
+            }
+            entries.extend(restore.into_iter().map(|(id, tries)| store::tries_entry(id, tries)));
+            Some(Commit { ids, entries })
+        })
+    }
+
+    /// The save carrying `commit` was acknowledged: its messages are
+    /// consumed and their `enqueueAndWait` senders answered.
+    pub fn committed(&self, commit: Commit) {
+        if commit.ids.is_empty() {
+            return;
+        }
+        let answers = self.state(|s| s.receipts.consume(&commit.ids));
+        tracing::debug!(messages = commit.ids.len(), "queue messages consumed with the state");
+        for (id, answer) in answers {
+            if let Some(waiter) = self.completions(|c| c.remove(&id)) {
+                let _ = waiter.send(answer);
+            }
+        }
     }
 
     /// Receives blocked waiting for a message right now.
@@ -158,5 +223,7 @@ impl Queue {
     }
 }
 
+#[cfg(test)]
+mod test_consumed;
 #[cfg(test)]
 mod tests;

@@ -9,9 +9,11 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
+use super::receipts::DEAD_LETTER_PREFIX;
 use super::wait::{self, WaitGuard, Woken};
 use super::{limits, store, Header, Queue, Receive};
 use crate::actor::clock::now_ms;
+use crate::actor::save::SaveOptions;
 use crate::actor::ActorContext;
 
 /// A received (or just sent) message.
@@ -27,14 +29,36 @@ pub struct QueueMessage {
 }
 
 /// Loads the stored headers (at start, before any hook).
+/// Messages the consumed list names are gone (their records are deleted
+/// by the next receive); the others are queued again in their place, with
+/// their tries.
 pub(crate) async fn load(ctx: &ActorContext) -> anyhow::Result<()> {
-    let (headers, stored_next) = store::load(ctx).await?;
-    let last = headers.last().map_or(0, |h| h.id);
+    let loaded = store::load(ctx).await?;
+    let last = loaded.headers.last().map_or(0, |h| h.id);
+    let (consumed, queued): (Vec<Header>, Vec<Header>) =
+        loaded.headers.into_iter().partition(|h| loaded.consumed.contains(&h.id));
+    let redelivered = queued.iter().filter(|h| loaded.tries.contains_key(&h.id)).count();
+    if redelivered > 0 {
+        tracing::info!(messages = redelivered, "queue messages taken by an earlier generation are delivered again");
+    }
     ctx.queue().state(|s| {
-        s.next_id = stored_next.max(last.saturating_add(1)).max(1);
-        s.index = headers.into_iter().map(|h| (h.id, h)).collect();
+        s.next_id = loaded.next_id.max(last.saturating_add(1)).max(1);
+        let tries = loaded.tries.into_iter().filter(|(id, _)| queued.iter().any(|h| h.id == *id)).collect();
+        s.receipts.set_tries(tries);
+        s.receipts.set_unswept(consumed.iter().map(|h| h.id).collect());
+        s.index = queued.into_iter().map(|h| (h.id, h)).collect();
     });
     Ok(())
+}
+
+/// A receive begins (or a workflow flush): every message taken before it
+/// and not waiting for `complete` counts as handled, and a save is asked
+/// for to consume it. Synchronous, so that the napi layer calls it on the
+/// JavaScript thread, in order with the state changes made before it.
+pub fn mark_handled(ctx: &ActorContext) {
+    if ctx.queue().state(|s| s.receipts.handle_all()) > 0 {
+        ctx.request_save(SaveOptions::default());
+    }
 }
 
 /// `queue.send(name, body)`: stored, then visible to receivers.
@@ -242,13 +266,21 @@ where
     }
 }
 
+/// Whether a receive for `names` takes `header`: a dead letter only when
+/// named.
 fn matches(names: Option<&BTreeSet<String>>, header: &Header) -> bool {
-    names.is_none_or(|names| names.contains(&header.name))
+    match names {
+        None => !header.name.starts_with(DEAD_LETTER_PREFIX),
+        Some(names) => names.contains(&header.name),
+    }
 }
 
-/// Takes up to `count` matching messages, in order: removed (records
-/// deleted) unless `completable`. A message whose body is missing from
-/// storage is dropped with a warning.
+/// Takes up to `count` matching messages, in order. Nothing is deleted:
+/// each message's try is stored first (a generation it kills is counted),
+/// then it is handed out, taken by this generation until a save consumes
+/// it (docs/queues-cron.md). A message that already had its tries is
+/// renamed a dead letter instead, and the ones behind it are taken. A
+/// message whose body is missing from storage is dropped with a warning.
 async fn take(
     ctx: &ActorContext,
     names: Option<&BTreeSet<String>>,
@@ -257,63 +289,134 @@ async fn take(
 ) -> anyhow::Result<Vec<QueueMessage>> {
     let queue = ctx.queue();
     let _receiving = queue.receiving.lock().await;
-    let selected: Vec<Header> =
-        queue.state(|s| s.index.values().filter(|h| matches(names, h)).take(count.max(1)).cloned().collect());
-    if selected.is_empty() {
-        return Ok(Vec::new());
-    }
-    if !completable {
-        ctx.check_writable()?;
-    }
-    let ids: Vec<u64> = selected.iter().map(|h| h.id).collect();
-    let bodies = store::bodies(ctx, &ids).await?;
-    let mut messages = Vec::with_capacity(selected.len());
-    let mut gone = Vec::new();
-    for (header, body) in selected.into_iter().zip(bodies) {
-        match body {
-            Some(body) => {
-                if !completable {
-                    gone.push(header.id);
+    mark_handled(ctx);
+    let max_deliveries = queue.limits.max_deliveries;
+    loop {
+        let (selected, dead) = queue.state(|s| {
+            let mut selected = Vec::new();
+            let mut dead = Vec::new();
+            for h in s.index.values().filter(|h| matches(names, h)) {
+                if selected.len() >= count.max(1) {
+                    break;
                 }
-                let completion = completable.then(|| Completion::new(ctx.clone(), header.id));
-                messages.push(QueueMessage {
-                    id: header.id,
-                    name: header.name,
-                    body,
-                    created_at: header.created_at,
-                    ray_id: header.ray_id,
-                    completion,
-                });
+                let fresh = !h.name.starts_with(DEAD_LETTER_PREFIX) && !s.receipts.counted(h.id);
+                if fresh && s.receipts.tries(h.id) >= max_deliveries {
+                    dead.push(Header { name: format!("{DEAD_LETTER_PREFIX}{}", h.name), ..h.clone() });
+                } else {
+                    selected.push((h.clone(), fresh.then(|| s.receipts.tries(h.id))));
+                }
             }
-            // Completed meanwhile (completion does not wait for receives).
-            None if !queue.state(|s| s.index.contains_key(&header.id)) => {}
-            None => {
-                tracing::warn!(id = header.id, name = %header.name, "dropping a queue message whose body is missing");
-                gone.push(header.id);
+            (selected, dead)
+        });
+        if selected.is_empty() && dead.is_empty() {
+            return Ok(Vec::new());
+        }
+        ctx.check_writable()?;
+        let mut marks: Vec<_> = dead.iter().map(store::header_entry).collect();
+        marks.extend(selected.iter().filter_map(|(h, tries)| tries.map(|t| store::tries_entry(h.id, t + 1))));
+        let ids: Vec<u64> = selected.iter().map(|(h, _)| h.id).collect();
+        let sweep = queue.state(|s| s.receipts.unswept(crate::actor::kv_limits::ENGINE_MAX_KEYS / 3));
+        // The marks, the bodies and the sweep of consumed records go out
+        // together: one round trip.
+        let (marked, bodies, swept) = tokio::join!(
+            store::put_marks(ctx, marks),
+            async {
+                if ids.is_empty() {
+                    Ok(Vec::new())
+                } else {
+                    store::bodies(ctx, &ids).await
+                }
+            },
+            async {
+                if sweep.is_empty() {
+                    Ok(())
+                } else {
+                    store::delete(ctx, &sweep).await
+                }
+            },
+        );
+        marked?;
+        let bodies = bodies?;
+        match swept {
+            Ok(()) => queue.state(|s| s.receipts.swept(&sweep)),
+            Err(err) => {
+                tracing::debug!(error = %format!("{err:#}"), "deleting consumed queue messages failed; tried again later")
             }
         }
+        for header in &dead {
+            tracing::warn!(
+                id = header.id,
+                name = %header.name,
+                tries = max_deliveries,
+                "a queue message ended its generation too often; it is a dead letter now"
+            );
+        }
+        queue.state(|s| dead.iter().for_each(|h| drop(s.index.insert(h.id, h.clone()))));
+        let mut messages = Vec::with_capacity(selected.len());
+        let mut gone = Vec::new();
+        for ((header, _), body) in selected.into_iter().zip(bodies) {
+            match body {
+                Some(body) => {
+                    queue.state(|s| {
+                        if !completable {
+                            s.index.remove(&header.id);
+                        }
+                        s.receipts.take(header.clone(), completable);
+                    });
+                    let completion = completable.then(|| Completion::new(ctx.clone(), header.id));
+                    messages.push(QueueMessage {
+                        id: header.id,
+                        name: header.name,
+                        body,
+                        created_at: header.created_at,
+                        ray_id: header.ray_id,
+                        completion,
+                    });
+                }
+                // Completed meanwhile (completion does not wait for receives).
+                None if !queue.state(|s| s.index.contains_key(&header.id)) => {}
+                None => {
+                    tracing::warn!(id = header.id, name = %header.name, "dropping a queue message whose body is missing");
+                    gone.push(header.id);
+                }
+            }
+        }
+        if !gone.is_empty() {
+            store::delete(ctx, &gone).await?;
+            queue.state(|s| gone.iter().for_each(|id| drop(s.index.remove(id))));
+        }
+        if !messages.is_empty() || dead.is_empty() {
+            return Ok(messages);
+        }
     }
-    if !gone.is_empty() {
-        store::delete(ctx, &gone).await?;
-        queue.state(|s| gone.iter().for_each(|id| drop(s.index.remove(id))));
-    }
-    Ok(messages)
 }
 
-/// Removes message `id` and answers its `enqueueAndWait` caller, if any.
-async fn complete_by_id(ctx: &ActorContext, id: u64, response: Option<Vec<u8>>) -> anyhow::Result<()> {
-    store::delete(ctx, &[id]).await?;
+/// Completes message `id`: it counts as handled, is consumed by the next
+/// save, and its `enqueueAndWait` caller is answered once that save is
+/// acknowledged. `queued`: the message's header when it was not taken in
+/// this generation.
+fn complete_by_id(ctx: &ActorContext, id: u64, response: Option<Vec<u8>>) -> anyhow::Result<bool> {
+    ctx.check_writable()?;
     let queue = ctx.queue();
-    queue.state(|s| s.index.remove(&id));
-    if let Some(waiter) = queue.completions(|c| c.remove(&id)) {
-        let _ = waiter.send(response);
+    let completed = queue.state(|s| {
+        let queued = if s.receipts.holds(id) { None } else { s.index.get(&id).cloned() };
+        let done = s.receipts.complete(id, queued, response).is_ok();
+        if done {
+            s.index.remove(&id);
+        }
+        done
+    });
+    if completed {
+        ctx.request_save(SaveOptions { immediate: true, max_wait: None });
     }
-    Ok(())
+    Ok(completed)
 }
 
 /// `queue.completePersisted(id, name, response)`: completes the queued
 /// message `id` if it is still queued under `name`; whether it was.
-pub async fn complete_persisted(
+/// Synchronous, like [`mark_handled`]: the handling is recorded where the
+/// JavaScript thread calls it.
+pub fn complete_persisted(
     ctx: &ActorContext,
     id: u64,
     expected_name: &str,
@@ -323,8 +426,7 @@ pub async fn complete_persisted(
     if !queued {
         return Ok(false);
     }
-    complete_by_id(ctx, id, response).await?;
-    Ok(true)
+    complete_by_id(ctx, id, response)
 }
 
 /// `queue.reset()`: every message removed; waiting senders are answered
@@ -334,7 +436,10 @@ pub async fn reset(ctx: &ActorContext) -> anyhow::Result<()> {
     let _sending = queue.sending.lock().await;
     let _receiving = queue.receiving.lock().await;
     store::delete_all(ctx).await?;
-    queue.state(|s| s.index.clear());
+    queue.state(|s| {
+        s.index.clear();
+        s.receipts.clear();
+    });
     queue.completions(|c| c.clear());
     Ok(())
 }
@@ -344,14 +449,16 @@ impl QueueMessage {
         self.completion.is_some()
     }
 
-    /// `message.complete(response)`: removes a completable message and
-    /// answers its sender. Twice is `queue.already_completed`; a message
-    /// received without `completable` is `queue.complete_not_configured`.
-    pub async fn complete(&self, response: Option<Vec<u8>>) -> anyhow::Result<()> {
+    /// `message.complete(response)`: the message counts as handled; the
+    /// next save consumes it and then its sender is answered. Twice is
+    /// `queue.already_completed`; a message received without `completable`
+    /// is `queue.complete_not_configured`. Synchronous (see
+    /// [`mark_handled`]).
+    pub fn complete(&self, response: Option<Vec<u8>>) -> anyhow::Result<()> {
         let Some(completion) = &self.completion else {
             return Err(limits::complete_not_configured(&self.name).into_anyhow());
         };
-        completion.complete(response).await
+        completion.complete(response)
     }
 }
 
@@ -376,15 +483,19 @@ impl Completion {
         Self(Arc::new(CompletionInner { ctx, id, done: AtomicBool::new(false) }))
     }
 
-    async fn complete(&self, response: Option<Vec<u8>>) -> anyhow::Result<()> {
+    fn complete(&self, response: Option<Vec<u8>>) -> anyhow::Result<()> {
         if self.0.done.swap(true, Ordering::AcqRel) {
             return Err(limits::already_completed().into_anyhow());
         }
-        let result = complete_by_id(&self.0.ctx, self.0.id, response).await;
-        if result.is_err() {
-            self.0.done.store(false, Ordering::Release);
+        match complete_by_id(&self.0.ctx, self.0.id, response) {
+            Ok(true) => Ok(()),
+            // Completed by id meanwhile, or reset.
+            Ok(false) => Err(limits::already_completed().into_anyhow()),
+            Err(err) => {
+                self.0.done.store(false, Ordering::Release);
+                Err(err)
+            }
         }
-        result
     }
 }
 

@@ -5,6 +5,8 @@
 //! | `[6, 0]` | the next message id, `u64` LE |
 //! | `[6, 1, id u64 BE]` | a message's header: `u8` version (1), `i64` LE created at (ms), then the name (UTF-8); or version 2, for a message whose sender had a ray ID: `u8` 2, `i64` LE created at, `u8` ray ID length, the ray ID, then the name |
 //! | `[6, 2, id u64 BE]` | the message's body, as sent |
+//! | `[6, 3, id u64 BE]` | tries: `u32` LE, generations that took the message and ended without consuming it |
+//! | `[6, 4]` | consumed: `u8` version (1), then runs of `u64` LE first id and `u32` LE count |
 //!
 //! A message is one put of its header, its body and the next id: one
 //! engine request (a body is at most one KV value), so it is stored whole
@@ -13,7 +15,11 @@
 //! message is received, so a wake costs a few bytes per queued message
 //! whatever their size.
 
-use super::super::keys::queue::{body_key, header_key, headers_range, id_of, messages_range, next_id_key};
+use std::collections::{BTreeSet, HashMap};
+
+use super::super::keys::queue::{
+    body_key, consumed_key, header_key, headers_range, id_of, messages_range, next_id_key, tries_key, tries_range,
+};
 use super::super::kv::{ENGINE_MAX_KEYS, LIST_PAGE_SIZE};
 use super::super::ActorContext;
 use super::header::Header;
@@ -72,17 +78,96 @@ pub(super) fn decode_header(value: &[u8]) -> Option<(i64, String, Option<String>
     Some((created_at, String::from_utf8(name.to_vec()).ok()?, ray_id))
 }
 
-/// Every stored header, in id order, and the stored next id (0 if none).
-pub(super) async fn load(ctx: &ActorContext) -> anyhow::Result<(Vec<Header>, u64)> {
+const CONSUMED_VERSION: u8 = 1;
+
+/// The consumed list's value: runs of consecutive ids.
+pub(super) fn encode_consumed(ids: &BTreeSet<u64>) -> Vec<u8> {
+    let mut out = vec![CONSUMED_VERSION];
+    let mut run: Option<(u64, u32)> = None;
+    let push = |out: &mut Vec<u8>, (first, count): (u64, u32)| {
+        out.extend_from_slice(&first.to_le_bytes());
+        out.extend_from_slice(&count.to_le_bytes());
+    };
+    for &id in ids {
+        run = match run {
+            Some((first, count)) if first.checked_add(u64::from(count)) == Some(id) && count < u32::MAX => {
+                Some((first, count + 1))
+            }
+            Some(done) => {
+                push(&mut out, done);
+                Some((id, 1))
+            }
+            None => Some((id, 1)),
+        };
+    }
+    if let Some(done) = run {
+        push(&mut out, done);
+    }
+    out
+}
+
+/// The ids of a consumed list (an unreadable one reads as empty, with a
+/// warning: its messages are then delivered again, never lost).
+pub(super) fn decode_consumed(value: &[u8]) -> BTreeSet<u64> {
+    let mut ids = BTreeSet::new();
+    let Some((&CONSUMED_VERSION, mut rest)) = value.split_first() else {
+        tracing::warn!("ignoring an unreadable consumed-message list");
+        return ids;
+    };
+    while rest.len() >= 12 {
+        let first = u64::from_le_bytes(rest[..8].try_into().unwrap_or_default());
+        let count = u32::from_le_bytes(rest[8..12].try_into().unwrap_or_default());
+        ids.extend((0..u64::from(count)).filter_map(|i| first.checked_add(i)));
+        rest = &rest[12..];
+    }
+    ids
+}
+
+/// The consumed list's entry, for the put of the actor record.
+pub(crate) fn consumed_entry(ids: &BTreeSet<u64>) -> (Vec<u8>, Vec<u8>) {
+    (consumed_key(), encode_consumed(ids))
+}
+
+/// A try count's entry.
+pub(crate) fn tries_entry(id: u64, tries: u32) -> (Vec<u8>, Vec<u8>) {
+    (tries_key(id), tries.to_le_bytes().to_vec())
+}
+
+/// What a start reads: every stored header in id order, the stored next
+/// id (0 if none), the consumed list and the try counts.
+pub(super) struct Loaded {
+    pub headers: Vec<Header>,
+    pub next_id: u64,
+    pub consumed: BTreeSet<u64>,
+    pub tries: HashMap<u64, u32>,
+}
+
+pub(super) async fn load(ctx: &ActorContext) -> anyhow::Result<Loaded> {
     let link = ctx.link();
-    let stored_next = link
-        .kv_get(ctx.actor_id(), vec![next_id_key()])
-        .await?
-        .into_iter()
-        .next()
-        .flatten()
-        .and_then(|v| Some(u64::from_le_bytes(v.get(..8)?.try_into().ok()?)))
-        .unwrap_or(0);
+    let mut fixed = link.kv_get(ctx.actor_id(), vec![next_id_key(), consumed_key()]).await?.into_iter();
+    let stored_next =
+        fixed.next().flatten().and_then(|v| Some(u64::from_le_bytes(v.get(..8)?.try_into().ok()?))).unwrap_or(0);
+    let consumed = fixed.next().flatten().map(|v| decode_consumed(&v)).unwrap_or_default();
+    let mut tries = HashMap::new();
+    let (mut start, end) = tries_range();
+    loop {
+        let page =
+            link.kv_list_range(ctx.actor_id(), start.clone(), end.clone(), false, Some(HEADER_PAGE as u64)).await?;
+        let full = page.len() >= HEADER_PAGE;
+        if let Some((last, _)) = page.last() {
+            start = last.clone();
+            start.push(0);
+        }
+        for (key, value) in page {
+            let count = value.get(..4).and_then(|v| v.try_into().ok()).map(u32::from_le_bytes);
+            if let (Some(id), Some(count)) = (id_of(&key), count) {
+                tries.insert(id, count);
+            }
+        }
+        if !full {
+            break;
+        }
+    }
     let mut headers = Vec::new();
     let (mut start, end) = headers_range();
     loop {
@@ -103,7 +188,24 @@ pub(super) async fn load(ctx: &ActorContext) -> anyhow::Result<(Vec<Header>, u64
             break;
         }
     }
-    Ok((headers, stored_next))
+    Ok(Loaded { headers, next_id: stored_next, consumed, tries })
+}
+
+/// Stores try counts and headers (renamed dead letters) in one put per
+/// engine request, awaited: a message is handed out only once its try is
+/// durable, so a generation it kills is counted.
+pub(super) async fn put_marks(ctx: &ActorContext, entries: Vec<(Vec<u8>, Vec<u8>)>) -> anyhow::Result<()> {
+    for chunk in entries.chunks(ENGINE_MAX_KEYS) {
+        ctx.check_writable()?;
+        let result = ctx.link().kv_put(ctx.actor_id(), chunk.to_vec(), ctx.write_fence().clone()).await;
+        result.or_else(|err| ctx.check_writable().and(Err(err)))?;
+    }
+    Ok(())
+}
+
+/// A header's entry (a dead letter's new name).
+pub(super) fn header_entry(header: &Header) -> (Vec<u8>, Vec<u8>) {
+    (header_key(header.id), encode_header(header))
 }
 
 /// Stores one message (header, body and next id in one put).
@@ -130,18 +232,19 @@ pub(super) async fn bodies(ctx: &ActorContext, ids: &[u64]) -> anyhow::Result<Ve
     Ok(out)
 }
 
-/// Deletes the records of `ids`.
+/// Deletes the records of `ids` (header, body, tries).
 pub(super) async fn delete(ctx: &ActorContext, ids: &[u64]) -> anyhow::Result<()> {
-    // Two keys per message, at most the engine's keys per request.
-    for chunk in ids.chunks(ENGINE_MAX_KEYS / 2) {
+    // Three keys per message, at most the engine's keys per request.
+    for chunk in ids.chunks(ENGINE_MAX_KEYS / 3) {
         ctx.check_writable()?;
-        let keys = chunk.iter().flat_map(|id| [header_key(*id), body_key(*id)]).collect();
+        let keys = chunk.iter().flat_map(|id| [header_key(*id), body_key(*id), tries_key(*id)]).collect();
         ctx.link().kv_delete(ctx.actor_id(), keys).await?;
     }
     Ok(())
 }
 
-/// Deletes every message (headers and bodies; the next id stays).
+/// Deletes every message (headers, bodies, tries; the next id and the
+/// consumed list stay: ids never come back, so old entries match nothing).
 pub(super) async fn delete_all(ctx: &ActorContext) -> anyhow::Result<()> {
     ctx.check_writable()?;
     let (start, end) = messages_range();
@@ -162,6 +265,18 @@ mod tests {
         assert!(header_key(255) < header_key(256));
         assert!(header_key(u64::MAX) < body_key(0));
         assert_eq!(id_of(&header_key(300)), Some(300));
+    }
+
+    #[test]
+    fn the_consumed_list_is_kept_as_runs() {
+        let ids: BTreeSet<u64> = [1, 2, 3, 7, 9, 10, u64::MAX].into_iter().collect();
+        let bytes = encode_consumed(&ids);
+        assert_eq!(bytes.len(), 1 + 4 * 12);
+        assert_eq!(decode_consumed(&bytes), ids);
+        assert_eq!(decode_consumed(&encode_consumed(&BTreeSet::new())), BTreeSet::new());
+        assert!(decode_consumed(&[9, 1, 2]).is_empty());
+        let many: BTreeSet<u64> = (1..=1000).collect();
+        assert_eq!(encode_consumed(&many).len(), 13);
     }
 
     /// The sender's ray ID is kept with the message; a header written

@@ -25,6 +25,10 @@ async fn messages_are_received_in_order_and_survive_a_new_generation() {
     }
     let first = next_batch(&ctx, any(2)).await.unwrap();
     assert_eq!(bodies(&first), [vec![0], vec![1]]);
+    // Handled, and consumed by the save (test_consumed.rs has the rest).
+    mark_handled(&ctx);
+    ctx.set_state(b"read by the save".to_vec());
+    crate::actor::storage::save_record(&ctx).await.unwrap();
 
     // The next generation sees what is left, in order, with the same ids.
     let next = ActorContext::for_test_sharing(&ctx, 2);
@@ -95,16 +99,19 @@ async fn completable_messages_stay_until_completed_and_answer_the_sender() {
     // Not completed yet: still queued, received again.
     let again = next_batch(&ctx, receive.clone()).await.unwrap().pop().unwrap();
     assert_eq!(again.id, message.id);
-    message.complete(Some(vec![9])).await.unwrap();
+    message.complete(Some(vec![9])).unwrap();
+    // Answered once the save consuming it is acknowledged.
+    ctx.set_state(b"read by the save".to_vec());
+    crate::actor::storage::save_record(&ctx).await.unwrap();
     assert_eq!(sender.await.unwrap().unwrap(), Some(vec![9]));
-    assert_eq!(code(&message.complete(None).await.unwrap_err()), "queue.already_completed");
+    assert_eq!(code(&message.complete(None).unwrap_err()), "queue.already_completed");
 
     let plain = send(&ctx, "job", vec![2]).await.unwrap();
-    assert_eq!(code(&plain.complete(None).await.unwrap_err()), "queue.complete_not_configured");
+    assert_eq!(code(&plain.complete(None).unwrap_err()), "queue.complete_not_configured");
     let received = next_batch(&ctx, receive).await.unwrap().pop().unwrap();
-    assert!(!complete_persisted(&ctx, received.id, "other", None).await.unwrap());
-    assert!(complete_persisted(&ctx, received.id, "job", None).await.unwrap());
-    assert!(!complete_persisted(&ctx, received.id, "job", None).await.unwrap());
+    assert!(!complete_persisted(&ctx, received.id, "other", None).unwrap());
+    assert!(complete_persisted(&ctx, received.id, "job", None).unwrap());
+    assert!(!complete_persisted(&ctx, received.id, "job", None).unwrap());
     assert!(ctx.queue().is_empty());
 }
 

@@ -26,11 +26,16 @@ pub(super) async fn save(ctx: &ActorContext, hooks: &DynHooks) -> anyhow::Result
 /// Asks the host for its latest state (`serializeState`) and keeps it in
 /// the context; on a failure or timeout the last known state stays.
 pub(crate) async fn refresh_state(ctx: &ActorContext, hooks: &DynHooks) {
+    // Messages handled before the call are reflected in what it reads; the
+    // napi layer reports the mark at the read itself, which is later.
+    let before = ctx.queue().handled_mark();
     if let Some(fut) = hooks.serialize_state(ctx, SerializeReason::Save) {
         match tokio::time::timeout(SERIALIZE_TIMEOUT, fut).await {
             Ok(Ok(delta)) => {
-                if let Some(state) = delta.state {
-                    ctx.set_state(state);
+                let mark = delta.queue_mark.unwrap_or(before);
+                match delta.state {
+                    Some(state) => ctx.set_state_at(state, mark),
+                    None => ctx.persisted().raise_mark(mark),
                 }
             }
             // RivetKit 3.0 saves the state itself at the end of `onSleep`,
@@ -45,6 +50,9 @@ pub(crate) async fn refresh_state(ctx: &ActorContext, hooks: &DynHooks) {
             }
             Err(_) => tracing::warn!("serializeState timed out; saving the last known state"),
         }
+    } else {
+        // No host state to read: the context's is current.
+        ctx.persisted().raise_mark(before);
     }
 }
 

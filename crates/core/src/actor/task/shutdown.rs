@@ -104,6 +104,10 @@ impl ActorTask {
             log_lost();
             Ok(())
         } else {
+            // The work is done: every message taken and not waiting for
+            // `complete` was handled, and this save consumes it, as the
+            // reference's receive did (docs/queues-cron.md).
+            crate::actor::queue::mark_handled(&self.ctx);
             let timeout = MIN_FINAL_SAVE_TIMEOUT.max(self.factory.config.sleep_grace_period);
             match tokio::time::timeout(timeout, final_save_with_retries(&self.ctx, &*self.factory.hooks)).await {
                 Ok(result) => result,

@@ -273,7 +273,7 @@ async fn queue_sends_in_each_encoding_and_their_failures() {
         tokio::spawn(async move {
             let receive = queue::Receive { count: 1, completable: true, ..Default::default() };
             let message = queue::next_batch(&ctx, receive).await.unwrap().pop().unwrap();
-            message.complete(Some(to_cbor(&json!("done")).unwrap())).await.unwrap();
+            message.complete(Some(to_cbor(&json!("done")).unwrap())).unwrap();
         })
     };
     let r = fetch(&d, post_json("/queue/jobs", json!({"body": 3, "wait": true}))).await;
