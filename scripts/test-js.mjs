@@ -76,6 +76,7 @@ const enginesBefore = new Set(engineProcesses().map((p) => p.pid));
  */
 const SECONDS = {
 	"cluster-safety.test.mjs": 165,
+	"queue-commit.test.mjs": 175,
 	"cluster.test.mjs": 160,
 	"drain.test.mjs": 125,
 	"packaging.test.mjs": 70,
