@@ -34,6 +34,7 @@ pub mod header;
 pub mod limits;
 mod ops;
 pub mod receipts;
+mod records;
 pub mod send_result;
 pub mod store;
 mod wait;
@@ -173,9 +174,9 @@ impl Queue {
             }
             let mut entries = Vec::new();
             if !ids.is_empty() {
-                entries.push(store::consumed_entry(&s.receipts.consumed_with(&ids)));
+                entries.push(records::consumed_entry(&s.receipts.consumed_with(&ids)));
             }
-            entries.extend(restore.into_iter().map(|(id, tries)| store::tries_entry(id, tries)));
+            entries.extend(restore.into_iter().map(|(id, tries)| records::tries_entry(id, tries)));
             Some(Commit { ids, entries })
         })
     }
