@@ -500,8 +500,8 @@ export declare class QueueMessage {
   createdAt(): number
   isCompletable(): boolean
   /**
-   * Removes a completable message and answers its sender with
-   * `response`. `queue.complete_not_configured` for a message received
+   * Completes a completable message: the next save consumes it, then
+   * its sender is answered with `response`. `queue.complete_not_configured` for a message received
    * without `completable`; `queue.already_completed` the second time.
    */
   complete(response?: Buffer | undefined | null): Promise<void>
