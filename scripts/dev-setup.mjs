@@ -23,6 +23,9 @@
 // The engine-cluster tests (__test__/cluster.test.mjs) need PostgreSQL and
 // NATS: on Debian they are installed here from its packages when missing
 // (as root, or through `sudo -n`); elsewhere the setup says what to install.
+// The engine 3.0 cluster test (__test__/cluster-3.test.mjs) needs an
+// S3-compatible object store: `moto_server`, from PyPI's `moto[server]`
+// (pinned, MOTO_VERSION), installed with pip when it is not on PATH.
 
 import { spawn, spawnSync } from "node:child_process";
 import { existsSync } from "node:fs";
@@ -86,7 +89,49 @@ function clusterPackages() {
 	);
 }
 
+/** The `moto[server]` version the setup installs (the one measured in docs/deploy.md). */
+const MOTO_VERSION = "5.2.1";
+
+/**
+ * `moto_server` for the engine 3.0 cluster: nothing to do when it is on
+ * PATH (one `command -v`); else `pip install moto[server]==MOTO_VERSION`
+ * (`--user` unless root or in a virtualenv), with Python's pip.
+ */
+function objectStore() {
+	const has = (cmd) => spawnSync("sh", ["-c", `command -v ${cmd}`], { stdio: "ignore" }).status === 0;
+	if (has("moto_server")) {
+		console.error("rivetkit-native: moto_server (the engine 3.0 cluster's object store) is installed");
+		return;
+	}
+	const python = ["python3", "python"].find(
+		(py) => has(py) && spawnSync(py, ["-m", "pip", "--version"], { stdio: "ignore" }).status === 0,
+	);
+	const spec = `moto[server]==${MOTO_VERSION}`;
+	if (!python) {
+		console.error(
+			`rivetkit-native: the engine 3.0 cluster test needs moto_server and there is no Python with pip here; install it with: pip install '${spec}'`,
+		);
+		return;
+	}
+	const user = process.getuid?.() !== 0 && !process.env.VIRTUAL_ENV ? ["--user"] : [];
+	const started = Date.now();
+	console.error(`rivetkit-native: installing ${spec} with ${python} -m pip for the engine 3.0 cluster test`);
+	const res = spawnSync(python, ["-m", "pip", "install", "--quiet", ...user, spec], { stdio: "inherit" });
+	if (res.status !== 0) {
+		console.error(`rivetkit-native: installing ${spec} failed (pip exit ${res.status})`);
+		process.exit(1);
+	}
+	if (!has("moto_server")) {
+		console.error(
+			`rivetkit-native: ${spec} installed in ${((Date.now() - started) / 1000).toFixed(0)} s, but moto_server is not on PATH: add pip's script directory (for --user, ~/.local/bin) to PATH`,
+		);
+		return;
+	}
+	console.error(`rivetkit-native: ${spec} installed in ${((Date.now() - started) / 1000).toFixed(0)} s`);
+}
+
 clusterPackages();
+objectStore();
 
 if (process.env.RIVETKIT_NATIVE_BUILD === "none")
 	console.error("rivetkit-native: no build (RIVETKIT_NATIVE_BUILD=none)");
