@@ -19,6 +19,7 @@ const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 
 export const NODE22_LEFT_OUT = new Set([
 	"cluster",
+	"cluster-3",
 	"engine-kinds",
 	"cluster-safety",
 	"concurrency",

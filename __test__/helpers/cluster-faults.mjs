@@ -72,10 +72,28 @@ export async function underLoad({ client, keys, wakes, fault, workers = 6, read 
 	await waitFor(() => traffic.count >= 100, { timeoutMs: 60_000, what: "load warmed up" });
 	const wakesBefore = new Map(keys.map((k) => [k, wakes(k)]));
 	const at = Date.now();
-	await fault.run();
-	await everyCounterAnswersAgain(traffic, keys, `after ${fault.what}`);
-	const settled = traffic.count;
-	await waitFor(() => traffic.count >= settled + 50, { timeoutMs: 60_000, what: `load after ${fault.what}` });
+	try {
+		await fault.run();
+		await everyCounterAnswersAgain(traffic, keys, `after ${fault.what}`);
+		const settled = traffic.count;
+		await waitFor(() => traffic.count >= settled + 50, { timeoutMs: 60_000, what: `load after ${fault.what}` });
+	} catch (err) {
+		// The load must not outlive the test (its loops would keep the process up),
+		// and what it met is the failure's explanation.
+		const { failures } = await traffic.stop();
+		const silent = keys.filter((k) => !traffic.answeredAt.get(k).some((t) => t > at));
+		const by = new Map();
+		for (const f of failures) by.set(f.code, (by.get(f.code) ?? 0) + 1);
+		const last = failures.slice(-3).map((f) => `+${f.at - at} ms ${f.key} ${f.code}: ${f.message}`);
+		// Failures per 10 s since the fault, by code.
+		const spans = new Map();
+		for (const f of failures) {
+			const span = `+${Math.floor((f.at - at) / 10_000) * 10} s ${f.code}`;
+			spans.set(span, (spans.get(span) ?? 0) + 1);
+		}
+		err.message += `\ncounters silent since the fault: ${silent.join(", ") || "none"}; failures by code: ${[...by].map(([c, n]) => `${c} ${n}`).join(", ") || "none"}; per 10 s: ${[...spans].map(([s, n]) => `${s} ${n}`).join(", ")}; the last ones:\n${last.join("\n")}`;
+		throw err;
+	}
 	const { answered, failures } = await traffic.stop();
 	const back = keys.map((k) => traffic.answeredAt.get(k).find((t) => t > at) ?? Infinity);
 	const { lost, twice } = await tally(client, answered, read);

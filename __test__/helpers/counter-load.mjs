@@ -49,6 +49,7 @@ export function load(client, { keys, workers = 6, wsKeys = [] }) {
 							via: "http",
 							code: `${err.group}.${err.code}`,
 							message: String(err.message).slice(0, 200),
+							at: Date.now(),
 						});
 						// As the WebSocket loop: a call that fails at once must not spin.
 						await sleep(50);
@@ -73,6 +74,7 @@ export function load(client, { keys, workers = 6, wsKeys = [] }) {
 							via: "ws",
 							code: `${err.group}.${err.code}`,
 							message: String(err.message).slice(0, 200),
+							at: Date.now(),
 						});
 						await sleep(50);
 					}
