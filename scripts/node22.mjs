@@ -28,6 +28,7 @@ export const NODE22_LEFT_OUT = new Set([
 	"drain-bound",
 	"first-run",
 	"persistence",
+	"queue-commit",
 	"recovery",
 	"reliability",
 	"scale-out",
