@@ -19,6 +19,10 @@
 //    in-actor latency of single-row INSERT and SELECT (sequential and
 //    concurrent), the shape of SQL errors, and RSS per actor with an open
 //    database (100 and 1000 actors). About 5 minutes more per version.
+//    Then queue messages side by side (bench/queue.mjs): host CPU per
+//    message sent, received by an actor's run loop and handled (its state
+//    changed and saved), and the send → handled latency. About a minute
+//    more per version.
 //    With more than one version, the ratios of each version next to each
 //    other at the end of part 1 ("Both RivetKit versions").
 // 2. rivetkit-native's own scenarios (bench/scenarios/), on a fresh engine
@@ -45,6 +49,8 @@
 // bench/engine-cluster.mjs), BENCH_COMPARE=1 (0: skip the comparison;
 // only: the comparison only; its own knobs are listed in bench/compare.mjs), BENCH_SQLITE=1 (0: skip the SQLite
 // side-by-side; only: run nothing else; knobs in bench/sqlite.mjs),
+// BENCH_QUEUE=1 (0: skip the queue side-by-side; only: the queue part
+// only, for each version of BENCH_RIVETKIT; knobs in bench/queue.mjs),
 // BENCH_SCENARIOS=1 (0: skip part 2), BENCH_HOST=native, BENCH_SEQUENTIAL_GET=100, BENCH_SEQUENTIAL=300,
 // BENCH_CONCURRENT=600, BENCH_IN_FLIGHT=32, BENCH_ACTORS=4, BENCH_ADDON
 // (path of an index.js of another build of the addon; default: this
@@ -62,6 +68,7 @@ import { loadStack, stackKeys } from "./lib/stacks.mjs";
 import { clusterOptions, runCluster } from "./cluster.mjs";
 import { engineClusterOptions, runEngineCluster } from "./engine-cluster.mjs";
 import { matrixOptions, reportMatrix, runMatrix } from "./matrix.mjs";
+import { queueOptions, reportQueue, runQueue } from "./queue.mjs";
 import { runSqliteComparison, sqliteOptions } from "./sqlite.mjs";
 import { fmt, table } from "./lib/stats.mjs";
 import httpActions from "./scenarios/http-actions.mjs";
@@ -80,6 +87,7 @@ const options = {
 	cluster: process.env.BENCH_CLUSTER ?? "1",
 	engineCluster: process.env.BENCH_ENGINE_CLUSTER ?? "1",
 	sqlite: process.env.BENCH_SQLITE ?? "1",
+	queue: process.env.BENCH_QUEUE ?? "1",
 	scenarios: process.env.BENCH_SCENARIOS ?? "1",
 	host: process.env.BENCH_HOST ?? "native",
 	sequentialGet: int("BENCH_SEQUENTIAL_GET", 100),
@@ -196,6 +204,25 @@ const runSqlitePart = async (stack) => {
 	if (comparison.failed) process.exitCode = 1;
 };
 
+const runQueuePart = async (stack) => {
+	console.log(
+		`\n== [${stack.rivetkit}] Queue messages on @rivetkit/rivetkit-napi@${stack.napi} and on rivetkit-native ==\n`,
+	);
+	engine = await startBenchEngine({ arch: stack.engineArch });
+	try {
+		const result = await runQueue({ engine, stack, options: queueOptions(), log });
+		console.log();
+		console.log(reportQueue(result, queueOptions()));
+		if (result.notes.length) process.exitCode = 1;
+	} catch (err) {
+		log(`queue: rivetkit ${stack.rivetkit} failed: ${err.stack ?? err.message}`);
+		process.exitCode = 1;
+	} finally {
+		await engine.stop();
+		engine = null;
+	}
+};
+
 /**
  * The versions next to each other: part 1's rows (theirs, ours, ratio per
  * version) and the matrix's ratios ours / theirs, where more than one
@@ -253,6 +280,14 @@ function summary() {
 	}
 }
 
+if (options.queue === "only") {
+	for (const stack of stacks) {
+		banner(stack);
+		await runQueuePart(stack);
+	}
+	process.exit(process.exitCode ?? 0);
+}
+
 if (options.matrix === "only") {
 	for (const stack of stacks) {
 		banner(stack);
@@ -266,11 +301,13 @@ for (const stack of stacks) {
 	const compare = options.compare !== "0" && options.compare !== "skip";
 	const matrix = options.matrix !== "0" && options.compare !== "only" && options.sqlite !== "only";
 	const sqlite = options.sqlite !== "0" && options.compare !== "only";
-	if (!compare && !matrix && !sqlite) break;
+	const queue = options.queue !== "0" && options.compare !== "only" && options.sqlite !== "only";
+	if (!compare && !matrix && !sqlite && !queue) break;
 	banner(stack);
 	if (compare) await runComparePart(stack);
 	if (matrix) await runMatrixPart(stack);
 	if (sqlite) await runSqlitePart(stack);
+	if (queue) await runQueuePart(stack);
 }
 summary();
 

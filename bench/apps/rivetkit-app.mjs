@@ -16,7 +16,7 @@
 // Actors stay awake (sleepTimeout 10 min) so "live actors" stay live while
 // they are counted.
 
-import { actor, setup } from "rivetkit";
+import { actor, queue, setup } from "rivetkit";
 import { db } from "rivetkit/db";
 
 // BENCH_LOG_WAKES=1 (bench/engine-cluster.mjs): each start of a counter is
@@ -95,4 +95,41 @@ export const notes = actor({
 	options: { sleepTimeout: 600_000 },
 });
 
-export const registry = setup({ use: { counter, ledger, notes }, noWelcome: true });
+/** Per `jobs` actor: latencies not read yet, and the `handled` call waiting. */
+const jobsSeen = new Map();
+const seen = (c) => {
+	if (!jobsSeen.has(c.actorId)) jobsSeen.set(c.actorId, { latencies: [], waiting: null });
+	return jobsSeen.get(c.actorId);
+};
+
+// Each message's body is `{i, sentAt}`, `sentAt` the sender's Date.now()
+// right before its send (the sender runs on this machine). A number past
+// 32 bits can arrive as a BigInt (it did on the reference napi 3.0.0), so
+// both are read through Number().
+export const jobs = actor({
+	state: { count: 0, sum: 0 },
+	queues: { n: queue() },
+	run: async (c) => {
+		for await (const message of c.queue.iter({ names: ["n"] })) {
+			c.state.count += 1;
+			c.state.sum += Number(message.body.i);
+			const s = seen(c);
+			s.latencies.push(Date.now() - Number(message.body.sentAt));
+			if (s.waiting && c.state.count >= s.waiting.n) s.waiting.resolve();
+		}
+	},
+	actions: {
+		handled: async (c, n) => {
+			const s = seen(c);
+			if (c.state.count < n) await new Promise((resolve) => (s.waiting = { n, resolve }));
+			s.waiting = null;
+			await c.saveState({ immediate: true });
+			const latencies = s.latencies;
+			s.latencies = [];
+			return latencies;
+		},
+	},
+	options: { sleepTimeout: 600_000 },
+});
+
+export const registry = setup({ use: { counter, ledger, notes, jobs }, noWelcome: true });
