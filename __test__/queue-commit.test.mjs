@@ -8,6 +8,16 @@
 //   SIGKILLed and started again (3 times). Its state must have taken every
 //   number once and in order: `gaps` records any number that was not the
 //   previous one plus 1 (a loss, a duplicate, or a message out of order).
+// - Fence: host A reaches the engine through a TCP proxy that holds every
+//   byte (helpers/fault-proxy.mjs), host B directly. While A's actor works
+//   through 300 queued messages the proxy holds A's bytes until A's lease
+//   runs out and A fences its actor (docs/durability.md, "The lease"); the
+//   engine declares A lost and a request starts the actor on B, and the
+//   hold lasts until B has handled more. Then the release delivers what A
+//   sent before the fence if the engine still holds that connection, 100
+//   more messages are sent, and the state must have taken every number
+//   once and in order. The lease works the same on both engines
+//   (docs/engine.md), so one engine suffices.
 // - Poison: a message whose handling SIGKILLs the host every time becomes
 //   the dead letter `$dead:p` after RIVETKIT_QUEUE_MAX_DELIVERIES (2 here)
 //   tries, and the message behind it is handled.
@@ -15,8 +25,9 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 
-import { engineArchOf, startApp, startAppWithClient, waitForOutput } from "./helpers/app.mjs";
+import { clientFor, engineArchOf, startApp, startAppWithClient, waitForOutput } from "./helpers/app.mjs";
 import { startEngine, waitFor } from "./helpers/engine.mjs";
+import { faultProxy } from "./helpers/fault-proxy.mjs";
 
 const POOL = "queue-commit";
 const SCRIPT = "test/queue-commit-server.mjs";
@@ -81,6 +92,79 @@ for (const version of ["2", "3"])
 			);
 			assert.equal(kills, BURSTS - 1);
 			assert.deepEqual(done, { last: TOTAL, count: TOTAL, sum: (TOTAL * (TOTAL + 1)) / 2, gaps: [] });
+		});
+
+		test("a host fenced by a partition while the actor consumes: each message counted once, in order, on the next host", async (t) => {
+			const pool = `${POOL}-fence`;
+			const proxy = await faultProxy(engine.guardPort);
+			const hosts = [];
+			const host = async (name, endpoint) => {
+				const started = startApp(SCRIPT, { ...env, RIVET_POOL: pool, RIVET_ENDPOINT: endpoint }, { rivetkit: version });
+				started.name = name;
+				hosts.push(started);
+				await waitForOutput(started, /registry serving/);
+				return started;
+			};
+			try {
+				const a = await host("a", proxy.url);
+				const createClient = await clientFor(version);
+				const client = createClient({
+					endpoint: engine.endpoint,
+					namespace: engine.namespace,
+					token: engine.token,
+					poolName: pool,
+				});
+				const summer = client.summer.getOrCreate(["fence"]);
+				const progress = () => waitFor(() => summer.progress(), { what: "the summer's progress", timeoutMs: 60_000 });
+				// Queued and acknowledged on A (B is not up yet), then B starts.
+				await summer.produce(1, 300);
+				const b = await host("b", engine.endpoint);
+				await waitFor(async () => (await progress()).last >= 20, { what: "A under way" });
+				const cut = a.out.length;
+				/** The number the summer had taken when it woke on B, once it did. */
+				const wokeOnB = () => {
+					const m = /summer fence awake at (\d+)/.exec(b.out);
+					return m && { at: Number(m[1]) };
+				};
+				proxy.hold();
+				// A fences its actor once its lease runs out.
+				await waitForOutput(a, /declaring envoy actors lost/, { from: cut, timeoutMs: 60_000 });
+				// A request wakes the actor on B (engine 2.3.19 starts a lost
+				// actor again only for one: without, it stayed down for 60 s);
+				// it goes on consuming while what A sent before the fence is
+				// still held.
+				const resumed = await waitFor(
+					() => {
+						summer.progress().catch(() => {});
+						return wokeOnB();
+					},
+					{ what: "the summer awake on B", timeoutMs: 60_000, intervalMs: 1_000 },
+				);
+				assert.ok(resumed.at < 300, `the fence came while messages were being handled (${JSON.stringify(resumed)})`);
+				await waitFor(async () => (await progress()).last > resumed.at, {
+					what: "the actor consuming during the partition",
+					timeoutMs: 60_000,
+				});
+				proxy.release();
+				await summer.produce(301, 400);
+				const done = await waitFor(
+					async () => {
+						const p = await progress();
+						return p.last === 400 && p;
+					},
+					{ what: "every message consumed", timeoutMs: 120_000 },
+				);
+				t.diagnostic(`A fenced; the summer woke on B at ${resumed.at} of 300 and went on during the partition`);
+				assert.deepEqual(done, { last: 400, count: 400, sum: (400 * 401) / 2, gaps: [] });
+			} catch (err) {
+				// What each host said: the cause of a rare failure is in it.
+				for (const h of hosts) err.message += `\n--- host ${h.name} (last 6 KiB) ---\n${h.out.slice(-6144)}`;
+				throw err;
+			} finally {
+				for (const h of hosts) if (!h.exited) h.child.kill("SIGKILL");
+				await Promise.all(hosts.map((h) => h.exit));
+				await proxy.close();
+			}
 		});
 
 		test("a message that kills its host every time becomes a dead letter; the one behind it is handled", async () => {
