@@ -6,10 +6,15 @@
 // incremented without pause through the official client while real faults
 // hit the cluster, one after another on one cluster:
 //
+// (s) the object store down for 10 s (every connection to it reset, its
+//     port refused): the hosts recover without a restart;
 // (a) a host's own node SIGKILLed (not the partition holder): the host
 //     moves to a live node;
 // (b) the partition holder SIGKILLed (no host's own node): storage stops
 //     until the engine grants the partition to another node.
+// (c) it back, then the partition holder (now whichever node the engine
+//     granted it to, perhaps the hosts' own) SIGTERMed: it hands the
+//     partition over.
 //
 // Each checks that no answered increment is lost, no value is answered
 // twice and every counter answers again. The figures (failed requests, time
@@ -27,6 +32,7 @@
 
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
+import { setTimeout as sleep } from "node:timers/promises";
 
 import { clientFor, interrupt, startApp, waitForOutput } from "./helpers/app.mjs";
 import { startCluster3 } from "./helpers/cluster-3.mjs";
@@ -98,14 +104,26 @@ describe("engine 3.0 cluster", { concurrency: false }, () => {
 	/** How many times `key`'s counter woke, on any host: a new generation each. */
 	const wakes = (key) => apps.reduce((n, app) => n + app.out.split(`counter ${key} awake`).length - 1, 0);
 
-	/** Runs `fault` under load through `spare` and checks that nothing answered was lost or answered twice. */
-	async function faultUnderLoad(t, fault) {
-		const figures = await underLoad({ client: clientOn(spare), keys, wakes, fault: { via: spare, ...fault } });
+	/** Runs `fault` under load through `via` and checks that nothing answered was lost or answered twice. */
+	async function faultUnderLoad(t, fault, via = spare) {
+		const figures = await underLoad({ client: clientOn(via), keys, wakes, fault: { via, ...fault } });
 		t.diagnostic(describeFigures(figures, keys.length));
 		assert.equal(figures.twice, 0, "no value answered twice");
 		assert.equal(figures.lost, 0, "every answered increment is kept");
 		return figures;
 	}
+
+	test("the object store down for 10 s: nothing is lost, the hosts recover without a restart", async (t) => {
+		await faultUnderLoad(t, {
+			what: "the object store down 10 s",
+			run: async () => {
+				await cluster.objectStore.stop();
+				await sleep(10_000);
+				await cluster.objectStore.start();
+			},
+		});
+		for (const app of apps) assert.equal(app.exited, null, `host ${app.name} still up, never restarted`);
+	});
 
 	test("a host's own node SIGKILLed (not the partition holder): the host moves to a live node, nothing is lost", async (t) => {
 		const [host] = apps;
@@ -121,5 +139,25 @@ describe("engine 3.0 cluster", { concurrency: false }, () => {
 		const now = await cluster.holder();
 		t.diagnostic(`storage partition now maintained by ${now?.name ?? "an unknown worker"}`);
 		assert.notEqual(now, holder, "the engine granted the partition to another node");
+	});
+
+	/** The node `app`'s envoy connected to last. */
+	const nodeOf = (app) =>
+		cluster.nodes.find(
+			(n) => n.endpoint === [...app.out.matchAll(/websocket connected endpoint=(\S+?)\/? /g)].at(-1)?.[1],
+		);
+
+	test("the partition holder SIGTERMed: storage comes back on another node, nothing is lost", async (t) => {
+		// The holder SIGKILLed above comes back first: three nodes again.
+		await holder.start();
+		const victim = await cluster.holder();
+		const via = cluster.nodes.find((n) => n !== victim && n.running);
+		t.diagnostic(
+			`hosts on ${apps.map((app) => `${app.name}: ${nodeOf(app)?.name}`).join(", ")}; clients on ${via.name}`,
+		);
+		await faultUnderLoad(t, { what: `the partition holder (${victim.name}) SIGTERMed`, run: () => victim.stop() }, via);
+		const now = await cluster.holder();
+		t.diagnostic(`storage partition now maintained by ${now?.name ?? "an unknown worker"}`);
+		assert.notEqual(now, victim, "the engine granted the partition to another node");
 	});
 });

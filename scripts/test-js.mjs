@@ -78,7 +78,7 @@ const SECONDS = {
 	"cluster-safety.test.mjs": 165,
 	"queue-commit.test.mjs": 240,
 	"cluster.test.mjs": 160,
-	"cluster-3.test.mjs": 60,
+	"cluster-3.test.mjs": 90,
 	"drain.test.mjs": 125,
 	"packaging.test.mjs": 70,
 	"serverless.test.mjs": 45,
