@@ -10,7 +10,7 @@
 //   previous one plus 1 (a loss, a duplicate, or a message out of order).
 // - Fence: host A reaches the engine through a TCP proxy that holds every
 //   byte (helpers/fault-proxy.mjs), host B directly. While A's actor works
-//   through 300 queued messages the proxy holds A's bytes until A's lease
+//   through 200 queued messages the proxy holds A's bytes until A's lease
 //   runs out and A fences its actor (docs/durability.md, "The lease"); the
 //   engine declares A lost and a request starts the actor on B, and the
 //   hold lasts until B has handled more. Then the release delivers what A
@@ -34,6 +34,8 @@ const SCRIPT = "test/queue-commit-server.mjs";
 const TOTAL = 1000;
 const BURSTS = 4;
 const ENV = { RIVETKIT_QUEUE_MAX_DELIVERIES: "2" };
+/** Messages queued before the partition in the fence case. */
+const FENCED = 200;
 
 for (const version of ["2", "3"])
 	describe(`queue messages consumed with the state, RivetKit ${version === "3" ? "3.0.0" : "2.3.19"}`, () => {
@@ -116,9 +118,11 @@ for (const version of ["2", "3"])
 				});
 				const summer = client.summer.getOrCreate(["fence"]);
 				const progress = () => waitFor(() => summer.progress(), { what: "the summer's progress", timeoutMs: 60_000 });
-				// Queued and acknowledged on A (B is not up yet), then B starts.
-				await summer.produce(1, 300);
+				// The actor starts on A (B is not up yet); then B starts, and
+				// the messages are queued and acknowledged on A.
+				await progress();
 				const b = await host("b", engine.endpoint);
+				await summer.produce(1, FENCED);
 				await waitFor(async () => (await progress()).last >= 20, { what: "A under way" });
 				const cut = a.out.length;
 				/** The number the summer had taken when it woke on B, once it did. */
@@ -140,22 +144,23 @@ for (const version of ["2", "3"])
 					},
 					{ what: "the summer awake on B", timeoutMs: 60_000, intervalMs: 1_000 },
 				);
-				assert.ok(resumed.at < 300, `the fence came while messages were being handled (${JSON.stringify(resumed)})`);
+				assert.ok(resumed.at < FENCED, `the fence came while messages were being handled (B woke at ${resumed.at})`);
 				await waitFor(async () => (await progress()).last > resumed.at, {
 					what: "the actor consuming during the partition",
 					timeoutMs: 60_000,
 				});
 				proxy.release();
-				await summer.produce(301, 400);
+				await summer.produce(FENCED + 1, FENCED + 100);
 				const done = await waitFor(
 					async () => {
 						const p = await progress();
-						return p.last === 400 && p;
+						return p.last === FENCED + 100 && p;
 					},
 					{ what: "every message consumed", timeoutMs: 120_000 },
 				);
-				t.diagnostic(`A fenced; the summer woke on B at ${resumed.at} of 300 and went on during the partition`);
-				assert.deepEqual(done, { last: 400, count: 400, sum: (400 * 401) / 2, gaps: [] });
+				t.diagnostic(`A fenced; the summer woke on B at ${resumed.at} of ${FENCED} and went on during the partition`);
+				const total = FENCED + 100;
+				assert.deepEqual(done, { last: total, count: total, sum: (total * (total + 1)) / 2, gaps: [] });
 			} catch (err) {
 				// What each host said: the cause of a rare failure is in it.
 				for (const h of hosts) err.message += `\n--- host ${h.name} (last 6 KiB) ---\n${h.out.slice(-6144)}`;
