@@ -103,9 +103,10 @@ const seen = (c) => {
 };
 
 // Each message's body is `{i, sentAt}`, `sentAt` the sender's Date.now()
-// right before its send (the sender runs on this machine). A number past
-// 32 bits can arrive as a BigInt (it did on the reference napi 3.0.0), so
-// both are read through Number().
+// right before its send (the sender runs on this machine). Sent by a JSON
+// client, a number past 32 bits reaches RivetKit 3.0.0's run loop as a
+// BigInt, on either napi (a CBOR client's as a number), so both are read
+// through Number().
 export const jobs = actor({
 	state: { count: 0, sum: 0 },
 	queues: { n: queue() },
