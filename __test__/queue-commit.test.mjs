@@ -14,9 +14,11 @@
 //   runs out and A fences its actor (docs/durability.md, "The lease"); the
 //   engine declares A lost and a request starts the actor on B, and the
 //   hold lasts until B has handled more. Then the release delivers what A
-//   sent before the fence if the engine still holds that connection, 100
-//   more messages are sent, and the state must have taken every number
-//   once and in order. The lease works the same on both engines
+//   sent before the fence if the engine still holds that connection (in a
+//   run under engine 2.3.19 whose log was read, it no longer did: it had
+//   closed it at its 15 s ping timeout, 11 s before the release), 100 more
+//   messages are sent, and the state must have taken every number once and
+//   in order. The lease works the same on both engines
 //   (docs/engine.md), so one engine suffices.
 // - Poison: a message whose handling SIGKILLs the host every time becomes
 //   the dead letter `$dead:p` after RIVETKIT_QUEUE_MAX_DELIVERIES (2 here)
