@@ -8,6 +8,7 @@
 // to the actor.
 
 import assert from "node:assert/strict";
+import { isDeepStrictEqual } from "node:util";
 import { spawn } from "node:child_process";
 import { once } from "node:events";
 import { fileURLToPath } from "node:url";
@@ -240,12 +241,20 @@ for (const arch of ARCHES) {
 			const close = await waitFor(() => eventsOf(open.connId).find((e) => e.kind === "close"), {
 				what: "the actor's close event",
 			});
-			// Engine 3.0's gateway does not pass the client's close on: the
-			// actor's side closes 1001 "gateway disconnected", whatever the
-			// client sent (the reference napi 3.0.0 sees the same;
-			// docs/engine.md, "Closing a socket").
-			const clientClose = arch === "v3" ? GATEWAY_DISCONNECTED : { code: 4000, reason: "client bye", wasClean: false };
-			assert.deepEqual(close, { connId: open.connId, kind: "close", ...clientClose });
+			const clientClose = { code: 4000, reason: "client bye", wasClean: false };
+			if (arch === "v3") {
+				// Engine 3.0's gateway passes the client's close on or closes
+				// 1001 "gateway disconnected", whichever it sees first: the
+				// close frame or the client's connection ending (docs/engine.md,
+				// "Closing a socket"; both seen in fresh-clone runs).
+				assert.ok(
+					isDeepStrictEqual(close, { connId: open.connId, kind: "close", ...clientClose }) ||
+						isDeepStrictEqual(close, { connId: open.connId, kind: "close", ...GATEWAY_DISCONNECTED }),
+					JSON.stringify(close),
+				);
+			} else {
+				assert.deepEqual(close, { connId: open.connId, kind: "close", ...clientClose });
+			}
 			await waitFor(() => disconnected.includes(open.connId), { what: "onDisconnect" });
 			assert.equal(eventsOf(open.connId).filter((e) => e.kind === "close").length, 1, "one close event");
 
@@ -258,7 +267,9 @@ for (const arch of ARCHES) {
 				what: "the clean close event",
 			});
 			if (arch === "v3") {
-				assert.deepEqual(cleanClose, { connId: cleanOpen.connId, kind: "close", ...GATEWAY_DISCONNECTED });
+				// Either, as above.
+				const passed = cleanClose.code === 1000 && cleanClose.reason === "done";
+				if (!passed) assert.deepEqual(cleanClose, { connId: cleanOpen.connId, kind: "close", ...GATEWAY_DISCONNECTED });
 			} else {
 				assert.equal(cleanClose.code, 1000);
 				assert.equal(cleanClose.wasClean, true);
