@@ -21,6 +21,7 @@ use super::super::keys::queue::{
     body_key, consumed_key, header_key, headers_range, id_of, messages_range, next_id_key, tries_key, tries_range,
 };
 use super::super::kv::{ENGINE_MAX_KEYS, LIST_PAGE_SIZE};
+use super::super::link::KvEntries;
 use super::super::ActorContext;
 use super::header::Header;
 use super::records::decode_consumed;
@@ -98,46 +99,41 @@ pub(super) async fn load(ctx: &ActorContext) -> anyhow::Result<Loaded> {
         fixed.next().flatten().and_then(|v| Some(u64::from_le_bytes(v.get(..8)?.try_into().ok()?))).unwrap_or(0);
     let consumed = fixed.next().flatten().map(|v| decode_consumed(&v)).unwrap_or_default();
     let mut tries = HashMap::new();
-    let (mut start, end) = tries_range();
-    loop {
-        let page =
-            link.kv_list_range(ctx.actor_id(), start.clone(), end.clone(), false, Some(HEADER_PAGE as u64)).await?;
-        let full = page.len() >= HEADER_PAGE;
-        if let Some((last, _)) = page.last() {
-            start = last.clone();
-            start.push(0);
-        }
-        for (key, value) in page {
-            let count = value.get(..4).and_then(|v| v.try_into().ok()).map(u32::from_le_bytes);
-            if let (Some(id), Some(count)) = (id_of(&key), count) {
-                tries.insert(id, count);
-            }
-        }
-        if !full {
-            break;
+    for (key, value) in list_all(ctx, tries_range()).await? {
+        let count = value.get(..4).and_then(|v| v.try_into().ok()).map(u32::from_le_bytes);
+        if let (Some(id), Some(count)) = (id_of(&key), count) {
+            tries.insert(id, count);
         }
     }
     let mut headers = Vec::new();
-    let (mut start, end) = headers_range();
+    for (key, value) in list_all(ctx, headers_range()).await? {
+        match (id_of(&key), decode_header(&value)) {
+            (Some(id), Some((created_at, name, ray_id))) => headers.push(Header { id, name, created_at, ray_id }),
+            _ => tracing::warn!(key = ?key, "skipping an unreadable queue message header"),
+        }
+    }
+    Ok(Loaded { headers, next_id: stored_next, consumed, tries })
+}
+
+/// Every entry of `range` (start inclusive, end exclusive), read
+/// `HEADER_PAGE` entries at a time.
+async fn list_all(ctx: &ActorContext, (mut start, end): (Vec<u8>, Vec<u8>)) -> anyhow::Result<KvEntries> {
+    let mut all = Vec::new();
     loop {
-        let page =
-            link.kv_list_range(ctx.actor_id(), start.clone(), end.clone(), false, Some(HEADER_PAGE as u64)).await?;
+        let page = ctx
+            .link()
+            .kv_list_range(ctx.actor_id(), start.clone(), end.clone(), false, Some(HEADER_PAGE as u64))
+            .await?;
         let full = page.len() >= HEADER_PAGE;
         if let Some((last, _)) = page.last() {
             start = last.clone();
             start.push(0);
         }
-        for (key, value) in page {
-            match (id_of(&key), decode_header(&value)) {
-                (Some(id), Some((created_at, name, ray_id))) => headers.push(Header { id, name, created_at, ray_id }),
-                _ => tracing::warn!(key = ?key, "skipping an unreadable queue message header"),
-            }
-        }
+        all.extend(page);
         if !full {
-            break;
+            return Ok(all);
         }
     }
-    Ok(Loaded { headers, next_id: stored_next, consumed, tries })
 }
 
 /// Stores try counts and headers (renamed dead letters) in one put per
