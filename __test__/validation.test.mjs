@@ -84,7 +84,7 @@ describe("NapiActorFactory config numbers (no engine)", () => {
 	});
 });
 
-describe("context, schedule, kv, conn and websocket arguments on the real engine", () => {
+describe("context, schedule, kv, conn, websocket and workflow batch arguments on the real engine", () => {
 	let engine;
 	let host;
 	const jobs = actorJobs();
@@ -302,40 +302,8 @@ describe("context, schedule, kv, conn and websocket arguments on the real engine
 		assert.deepEqual(await closed, { code: 4000, reason: "bye" }, "the first valid close is the one the client sees");
 		assert.deepEqual(messages, ["still open"]);
 	});
-});
 
-// The workflow batch's transaction opens the actor's SQLite database.
-describe("workflow batch and state transaction arguments on the real engine", () => {
-	let engine;
-	let host;
-	const jobs = actorJobs();
-
-	before(async () => {
-		engine = await startEngine({ arch: "v3" });
-		const factory = new native.NapiActorFactory(
-			{
-				createState: async () => json({ n: 1 }),
-				onRequest: async (_err, { ctx, request }) => {
-					const job = jobs.job(request.uri.split("?")[0]);
-					if (!job) return { status: 404 };
-					await job(ctx);
-					return { status: 200 };
-				},
-			},
-			{ onRequestTimeoutMs: 60_000 },
-		);
-		host = await serveActors(engine, { validate: factory });
-	});
-
-	after(async () => {
-		await host?.stop();
-		await engine?.stop();
-	});
-
-	const create = async (key) =>
-		(await createActor(engine.endpoint, { name: "validate", key, pool: host.pool })).actor_id;
-	const inActor = (actorId, fn) => jobs.inActor(engine.endpoint, actorId, fn);
-
+	// Its transaction opens the actor's SQLite database.
 	test("saveStateAndWorkflowBatch and beginStateTransaction refuse malformed arguments", async () => {
 		const id = await create("workflow-batch");
 		await inActor(id, async (ctx) => {
