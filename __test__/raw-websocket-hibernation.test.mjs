@@ -10,7 +10,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 
-import { clientFor, engineArchOf, interrupt, startApp, waitForOutput } from "./helpers/app.mjs";
+import { engineArchOf, interrupt, startAppWithClient, waitForOutput } from "./helpers/app.mjs";
 import { startEngine } from "./helpers/engine.mjs";
 
 const POOL = "raw-hibernation";
@@ -53,19 +53,7 @@ for (const rivetkit of ["3", "2"]) {
 
 		before(async () => {
 			engine = await startEngine({ arch });
-			app = startApp(
-				"test/streams-server.mjs",
-				{ RIVET_ENDPOINT: engine.endpoint, RIVET_TOKEN: engine.token, RIVET_POOL: POOL },
-				{ rivetkit },
-			);
-			await waitForOutput(app, /registry serving/);
-			const createClient = await clientFor(rivetkit);
-			client = createClient({
-				endpoint: engine.endpoint,
-				namespace: engine.namespace,
-				token: engine.token,
-				poolName: POOL,
-			});
+			({ app, client } = await startAppWithClient("test/streams-server.mjs", { rivetkit, engine, pool: POOL }));
 		});
 
 		after(async () => {

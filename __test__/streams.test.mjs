@@ -17,7 +17,7 @@ import { readFileSync } from "node:fs";
 import { request as httpRequest } from "node:http";
 import { after, before, describe, test } from "node:test";
 
-import { appEnv, clientFor, engineArchOf, interrupt, startApp, waitForOutput } from "./helpers/app.mjs";
+import { engineArchOf, interrupt, startAppWithClient, waitForOutput } from "./helpers/app.mjs";
 import { startEngine } from "./helpers/engine.mjs";
 
 const POOL = "streams";
@@ -91,23 +91,13 @@ for (const version of ["2", "3"])
 					RIVET__PEGBOARD__GATEWAY_HTTP_MAX_REQUEST_BODY_SIZE: String(128 * MiB),
 				},
 			});
-			app = startApp(
-				"test/streams-server.mjs",
-				{
-					...appEnv(engine, POOL),
-					// The upload handler collects garbage every 8 MiB (see the fixture).
-					NODE_OPTIONS: "--expose-gc",
-				},
-				{ rivetkit: version },
-			);
-			await waitForOutput(app, /registry serving/);
-			const createClient = await clientFor(version);
-			client = createClient({
-				endpoint: engine.endpoint,
-				namespace: engine.namespace,
-				token: engine.token,
-				poolName: POOL,
-			});
+			({ app, client } = await startAppWithClient("test/streams-server.mjs", {
+				rivetkit: version,
+				engine,
+				pool: POOL,
+				// The upload handler collects garbage every 8 MiB (see the fixture).
+				env: { NODE_OPTIONS: "--expose-gc" },
+			}));
 		});
 
 		after(async () => {
