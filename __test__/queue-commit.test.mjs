@@ -3,11 +3,15 @@
 // (rivetkit 2.3.19 on engine 2.3, 3.0.0 on engine 3.0): the example's
 // test/queue-commit-server.mjs, its host SIGKILLed.
 //
-// - Kill loop and order: one producer (an action of the actor, so that a
-//   burst is one call) sends 1,000 numbered messages in bursts; while the actor works through each burst the host is
-//   SIGKILLed and started again (3 times). Its state must have taken every
-//   number once and in order: `gaps` records any number that was not the
-//   previous one plus 1 (a loss, a duplicate, or a message out of order).
+// - Kill loop and order: the test sends 1,000 numbered messages, one at a
+//   time with the client's `send`; the host is SIGKILLed and started again
+//   while it sends (at the 250th, 500th and 750th acknowledged send) and the
+//   actor works through what is queued. A send that fails as the host dies
+//   is sent again marked as such (it may have been queued), and the actor
+//   skips a number it already took only for such a resend. Its state must
+//   have taken every number once and in order: `gaps` records any number
+//   that was not the previous one plus 1 (a loss, a duplicate, or a
+//   message out of order).
 // - Fence: host A reaches the engine through a TCP proxy that holds every
 //   byte (helpers/fault-proxy.mjs), host B directly. While A's actor works
 //   through 200 queued messages the proxy holds A's bytes until A's lease
@@ -20,6 +24,10 @@
 //   messages are sent, and the state must have taken every number once and
 //   in order. The lease works the same on both engines
 //   (docs/engine.md), so one engine suffices.
+// - Completion: a completable message whose handler completes it and
+//   SIGKILLs the host at once. The message changes the saved state once
+//   (the first host's save landed, or the next host received it again), and
+//   a completion the waiting sender got is the one of that handling.
 // - Poison: a message whose handling SIGKILLs the host every time becomes
 //   the dead letter `$dead:p` after RIVETKIT_QUEUE_MAX_DELIVERIES (2 here)
 //   tries, and the message behind it is handled.
@@ -31,10 +39,13 @@ import { clientFor, engineArchOf, startApp, startAppWithClient, waitForOutput } 
 import { startEngine, waitFor } from "./helpers/engine.mjs";
 import { faultProxy } from "./helpers/fault-proxy.mjs";
 
+const pause = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
 const POOL = "queue-commit";
 const SCRIPT = "test/queue-commit-server.mjs";
 const TOTAL = 1000;
-const BURSTS = 4;
+/** The producer's acknowledged counts at which the host is SIGKILLed. */
+const KILLS_AT = [250, 500, 750];
 const ENV = { RIVETKIT_QUEUE_MAX_DELIVERIES: "2" };
 /** Messages queued before the partition in the fence case. */
 const FENCED = 200;
@@ -71,22 +82,39 @@ for (const version of ["2", "3"])
 			await engine?.stop();
 		});
 
-		test("a host SIGKILLed while the actor consumes 1,000 messages: each counted once, in order", async () => {
+		test("a host SIGKILLed 3 times while a producer sends 1,000 messages: each counted once, in order", async (t) => {
 			const summer = client.summer.getOrCreate(["kills"]);
-			const progress = () => waitFor(() => summer.progress(), { what: "the summer's progress", timeoutMs: 60_000 });
-			const perBurst = TOTAL / BURSTS;
+			await waitFor(() => summer.progress(), { what: "the summer awake", timeoutMs: 60_000 });
+			// The producer: one send at a time, each acknowledged before the
+			// next. A send that fails (the host died under it) may have been
+			// queued all the same, so it is sent again marked `again`.
+			let acked = 0;
+			let failed = 0;
+			const producer = (async () => {
+				let again = false;
+				for (let n = 1; n <= TOTAL; ) {
+					try {
+						await summer.send("n", again ? { n, again } : { n });
+						acked = n;
+						again = false;
+						n += 1;
+					} catch {
+						failed += 1;
+						again = true;
+						await pause(100);
+					}
+				}
+			})();
+			// Kills while the producer sends and the actor works through
+			// what it queued.
 			let kills = 0;
-			for (let burst = 0; burst < BURSTS; burst++) {
-				const first = burst * perBurst + 1;
-				await summer.produce(first, first + perBurst - 1);
-				if (burst === BURSTS - 1) break;
-				// Mid-burst: some of it consumed, the rest queued.
-				await waitFor(async () => (await summer.progress()).last >= first + 20, { what: "the burst under way" });
+			for (const at of KILLS_AT) {
+				await waitFor(() => acked >= at, { what: `the producer past ${at}`, timeoutMs: 120_000 });
 				await kill();
 				kills += 1;
 				await restart();
-				await progress();
 			}
+			await producer;
 			const done = await waitFor(
 				async () => {
 					const p = await summer.progress();
@@ -94,7 +122,8 @@ for (const version of ["2", "3"])
 				},
 				{ what: "every message consumed", timeoutMs: 120_000 },
 			);
-			assert.equal(kills, BURSTS - 1);
+			t.diagnostic(`${kills} kills; ${failed} sends failed and were sent again; ${await summer.resent()} of those had been queued`);
+			assert.equal(kills, KILLS_AT.length);
 			assert.deepEqual(done, { last: TOTAL, count: TOTAL, sum: (TOTAL * (TOTAL + 1)) / 2, gaps: [] });
 		});
 
@@ -172,6 +201,37 @@ for (const version of ["2", "3"])
 				await Promise.all(hosts.map((h) => h.exit));
 				await proxy.close();
 			}
+		});
+
+		test("a waiting sender gets a completion only for a message that is never handled again", async (t) => {
+			const asker = client.asker.getOrCreate(["ask"]);
+			const first = await asker.pid();
+			// The handler completes the message, then SIGKILLs its host.
+			const answer = asker.send("q", "x", { wait: true, timeout: 60_000 }).then(
+				(result) => ({ result }),
+				(error) => ({ error }),
+			);
+			await waitFor(() => app.exited, { what: "the host killed by the handler", timeoutMs: 60_000 });
+			app = startApp(SCRIPT, { ...env, ASKER_CALM: "1" }, { rivetkit: version });
+			await waitForOutput(app, /registry serving/);
+			const handledBy = await waitFor(
+				async () => {
+					const by = await asker.handledBy();
+					return by.length > 0 && by;
+				},
+				{ what: "the message handled in a saved state", timeoutMs: 60_000 },
+			);
+			const got = await answer;
+			t.diagnostic(
+				`first host ${first}; saved handlings by ${handledBy.join(", ")}; the sender got ${
+					got.error ? `an error: ${got.error.message}` : JSON.stringify(got.result)
+				}`,
+			);
+			// Consumed once: by the first host (its save landed before the
+			// kill) or by the next (it received the message again).
+			assert.equal(handledBy.length, 1, "the message changed the saved state once");
+			if (got.result?.status === "completed")
+				assert.deepEqual(got.result.response, { pid: handledBy[0], body: "x" }, "the completion of the handling that was saved");
 		});
 
 		test("a message that kills its host every time becomes a dead letter; the one behind it is handled", async () => {

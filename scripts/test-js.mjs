@@ -76,7 +76,7 @@ const enginesBefore = new Set(engineProcesses().map((p) => p.pid));
  */
 const SECONDS = {
 	"cluster-safety.test.mjs": 165,
-	"queue-commit.test.mjs": 255,
+	"queue-commit.test.mjs": 330,
 	"cluster.test.mjs": 160,
 	"cluster-3.test.mjs": 90,
 	"drain.test.mjs": 125,

@@ -79,6 +79,30 @@ async fn the_queue_lists_its_first_messages_up_to_the_limit() {
 }
 
 #[tokio::test]
+async fn a_dead_letter_is_listed_in_the_queue_under_its_new_name() {
+    // docs/queues-cron.md, "Poison messages": each generation takes the
+    // message and ends without a save; the receive after the last try
+    // renames it in place and takes the one behind it instead.
+    let mut ctx = context("dead");
+    queue::send(&ctx, "jobs", vec![1]).await.unwrap();
+    queue::send(&ctx, "jobs", vec![2]).await.unwrap();
+    let take = queue::Receive { count: 1, timeout: Some(std::time::Duration::ZERO), ..Default::default() };
+    let tries = ctx.queue().limits().max_deliveries;
+    let mut taken = Vec::new();
+    for generation in 2..=tries + 2 {
+        let next = ActorContext::for_test_sharing(&ctx, generation);
+        queue::load(&next).await.unwrap();
+        taken.extend(queue::next_batch(&next, take.clone()).await.unwrap().iter().map(|m| m.id));
+        ctx = next;
+    }
+    assert_eq!(taken.last(), Some(&2), "the last receive took the one behind it");
+    // The one behind it is taken (not listed); the dead letter waits.
+    let status = queue_status(&ctx, 10);
+    let names: Vec<_> = status.messages.iter().map(|m| (m.name.as_str(), m.id)).collect();
+    assert_eq!(names, [("$dead:jobs", 1)], "the dead letter, in its place");
+}
+
+#[tokio::test]
 async fn schedules_list_events_and_jobs_soonest_first_and_delete_by_kind() {
     let ctx = context("schedules");
     let now = schedule::now_ms();
