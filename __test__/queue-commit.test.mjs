@@ -122,7 +122,9 @@ for (const version of ["2", "3"])
 				},
 				{ what: "every message consumed", timeoutMs: 120_000 },
 			);
-			t.diagnostic(`${kills} kills; ${failed} sends failed and were sent again; ${await summer.resent()} of those had been queued`);
+			t.diagnostic(
+				`${kills} kills; ${failed} sends failed and were sent again; ${await summer.resent()} of those had been queued`,
+			);
 			assert.equal(kills, KILLS_AT.length);
 			assert.deepEqual(done, { last: TOTAL, count: TOTAL, sum: (TOTAL * (TOTAL + 1)) / 2, gaps: [] });
 		});
@@ -231,7 +233,11 @@ for (const version of ["2", "3"])
 			// kill) or by the next (it received the message again).
 			assert.equal(handledBy.length, 1, "the message changed the saved state once");
 			if (got.result?.status === "completed")
-				assert.deepEqual(got.result.response, { pid: handledBy[0], body: "x" }, "the completion of the handling that was saved");
+				assert.deepEqual(
+					got.result.response,
+					{ pid: handledBy[0], body: "x" },
+					"the completion of the handling that was saved",
+				);
 		});
 
 		test("a message that kills its host every time becomes a dead letter; the one behind it is handled", async () => {
