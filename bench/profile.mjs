@@ -15,17 +15,18 @@
 // SIGINT when the loop ends. Knobs (environment): PROFILE_IMPL
 // (rivetkit-native, or rivetkit-napi for the reference), PROFILE_HTTP=1000,
 // PROFILE_WS=3000, PROFILE_ORDER=http,ws, PROFILE_ENCODING=bare,
+// PROFILE_RIVETKIT=2.3 (or 3: rivetkit 3.0.0 on engine 3.0, as
+// bench/lib/stacks.mjs lays the versions out),
 // PROFILE_NODE_OPTIONS (node
 // options of the host only), BENCH_ADDON as in bench/run.mjs.
 
 import { spawn } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
 
-import { createClient } from "rivetkit/client";
-
 import { startBenchEngine, upsertRunnerConfig } from "./lib/engine.mjs";
 import { spawnHost } from "./lib/host.mjs";
 import { run } from "./lib/load.mjs";
+import { loadStack, stackKeys } from "./lib/stacks.mjs";
 import { fmt, summarize, table } from "./lib/stats.mjs";
 
 const int = (name, fallback) => {
@@ -74,13 +75,15 @@ async function startProfiler(pid, phase) {
 	};
 }
 
-const engine = await startBenchEngine();
+const [stackKey] = stackKeys(process.env.PROFILE_RIVETKIT ?? "2.3");
+const stack = await loadStack(stackKey);
+const engine = await startBenchEngine({ arch: stack.engineArch });
 const pool = `profile-${process.pid}`;
 let host;
 let client;
 try {
-	await upsertRunnerConfig(engine.endpoint, pool);
-	client = createClient({
+	await upsertRunnerConfig(engine, pool);
+	client = stack.createClient({
 		endpoint: engine.endpoint,
 		namespace: "default",
 		token: engine.token,
@@ -88,7 +91,7 @@ try {
 		encoding: process.env.PROFILE_ENCODING ?? "bare",
 	});
 	const env = process.env.PROFILE_NODE_OPTIONS ? { NODE_OPTIONS: process.env.PROFILE_NODE_OPTIONS } : {};
-	host = spawnHost({ impl, endpoint: engine.endpoint, pool, token: engine.token, env });
+	host = spawnHost({ impl, endpoint: engine.endpoint, pool, token: engine.token, rivetkit: stack.key, env });
 	await host.ready;
 	const first = client.counter.getOrCreate(["profile"]);
 	await first.increment(1);
@@ -125,7 +128,7 @@ try {
 		}
 	}
 	await conn.dispose();
-	console.log(`host ${impl}, pid ${host.pid}`);
+	console.log(`host ${impl}, pid ${host.pid}; ${stack.title}`);
 	console.log(
 		table(
 			["figure", "value"],

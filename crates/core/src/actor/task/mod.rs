@@ -404,6 +404,10 @@ async fn poll_grace_hook(grace: &mut Option<Grace>) -> anyhow::Result<()> {
 
 async fn sleep_until_opt(deadline: Option<Instant>) {
     match deadline {
+        // Due already: ready at once. Tokio's timer rounds a deadline up to
+        // its next millisecond tick, so a sleep until now would hold a save
+        // asked for an answer (docs/durability.md) for up to a millisecond.
+        Some(d) if d <= Instant::now() => {}
         Some(d) => tokio::time::sleep_until(d).await,
         None => std::future::pending().await,
     }
@@ -418,5 +422,24 @@ pub(crate) async fn with_timeout<T>(
     match tokio::time::timeout(timeout, fut).await {
         Ok(result) => result,
         Err(_) => Err(catalog::callback_timed_out(name, timeout.as_millis() as u64).into_anyhow()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use futures::FutureExt;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_due_deadline_is_ready_at_once() {
+        // A save asked for an answer is due now: it must start on this poll,
+        // not at the timer's next millisecond tick.
+        assert!(sleep_until_opt(Some(Instant::now())).now_or_never().is_some());
+        let past = Instant::now() - Duration::from_millis(5);
+        assert!(sleep_until_opt(Some(past)).now_or_never().is_some());
+        let later = Instant::now() + Duration::from_secs(60);
+        assert!(sleep_until_opt(Some(later)).now_or_never().is_none());
+        assert!(sleep_until_opt(None).now_or_never().is_none());
     }
 }
