@@ -59,18 +59,14 @@ import { readdirSync, readFileSync, realpathSync, statSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
-import { engineSettled, listEnvoys, upsertRunnerConfig } from "./lib/engine.mjs";
-import { spawnHost } from "./lib/host.mjs";
+import { engineSettled, listEnvoys } from "./lib/engine.mjs";
+import { spawnSideHost } from "./lib/host.mjs";
+import { int } from "./lib/knobs.mjs";
 import { run } from "./lib/load.mjs";
 import { measure, merge } from "./lib/measure.mjs";
 import { processCpuMs } from "./lib/proc.mjs";
 import { loadStack } from "./lib/stacks.mjs";
 import { fmt, table } from "./lib/stats.mjs";
-
-const int = (name, fallback) => {
-	const value = Number.parseInt(process.env[name] ?? "", 10);
-	return Number.isFinite(value) && value > 0 ? value : fallback;
-};
 
 export const compareOptions = () => ({
 	http: int("BENCH_COMPARE_HTTP", 150),
@@ -180,15 +176,8 @@ export const newClient = (engine, pool, encoding, stack = STACK_2_3) =>
  */
 async function startTrial({ engine, stack, spec, options, out, tag }) {
 	const pool = `cmp-${spec.side}-${tag}-${process.pid}`;
-	await upsertRunnerConfig(engine, pool);
 	const client = newClient(engine, pool, options.encoding, stack);
-	const host = spawnHost({
-		impl: spec.impl,
-		endpoint: engine.endpoint,
-		pool,
-		token: engine.token,
-		rivetkit: stack.key,
-	});
+	const host = await spawnSideHost({ engine, stack, spec, pool });
 	try {
 		const envoyAt = await envoyRegistered(engine, pool, host);
 		const first = client.counter.getOrCreate([`${spec.side}-${tag}-0`]);
@@ -384,15 +373,8 @@ export async function settledMemory(host, timeoutMs = 20_000) {
 async function rssPhase({ engine, stack, spec, options, out, log }) {
 	const pool = `cmp-${spec.side}-rss-${process.pid}`;
 	const prefix = `${spec.side}-rss-`;
-	await upsertRunnerConfig(engine, pool);
 	const client = newClient(engine, pool, options.encoding, stack);
-	const host = spawnHost({
-		impl: spec.impl,
-		endpoint: engine.endpoint,
-		pool,
-		token: engine.token,
-		rivetkit: stack.key,
-	});
+	const host = await spawnSideHost({ engine, stack, spec, pool });
 	try {
 		await envoyRegistered(engine, pool, host);
 		await host.ready;

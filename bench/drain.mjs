@@ -28,14 +28,11 @@ import { createActor, getActor } from "../__test__/helpers/engine.mjs";
 import { envoyRegistered, newClient, sigintToExit, wake } from "./compare.mjs";
 import { engineSettled, startBenchEngine, upsertRunnerConfig } from "./lib/engine.mjs";
 import { spawnHost } from "./lib/host.mjs";
+import { int } from "./lib/knobs.mjs";
 import { processCpuMs } from "./lib/proc.mjs";
 import { run } from "./lib/load.mjs";
 import { fmt, table } from "./lib/stats.mjs";
 
-const int = (name, fallback) => {
-	const value = Number.parseInt(process.env[name] ?? "", 10);
-	return Number.isFinite(value) && value > 0 ? value : fallback;
-};
 const options = {
 	actors: int("BENCH_DRAIN_ACTORS", 100),
 	impl: process.env.BENCH_DRAIN_IMPL ?? "rivetkit-native",

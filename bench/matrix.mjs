@@ -34,16 +34,12 @@
 import { fileURLToPath } from "node:url";
 
 import { newClient, STACK_2_3 } from "./compare.mjs";
-import { startBenchEngine, upsertRunnerConfig } from "./lib/engine.mjs";
-import { spawnHost } from "./lib/host.mjs";
+import { startBenchEngine } from "./lib/engine.mjs";
+import { spawnSideHost } from "./lib/host.mjs";
+import { int } from "./lib/knobs.mjs";
 import { measure, merge } from "./lib/measure.mjs";
 import { loadStack, stackKeys } from "./lib/stacks.mjs";
 import { fmt, table } from "./lib/stats.mjs";
-
-const int = (name, fallback) => {
-	const value = Number.parseInt(process.env[name] ?? "", 10);
-	return Number.isFinite(value) && value > 0 ? value : fallback;
-};
 
 export const matrixOptions = () => ({
 	encodings: (process.env.BENCH_MATRIX_ENCODINGS ?? "json,cbor,bare").split(","),
@@ -82,14 +78,7 @@ export async function runMatrix({ engine, stack = STACK_2_3, options = matrixOpt
 	try {
 		for (const spec of stack.sides) {
 			const pool = `matrix-${spec.side}-${process.pid}`;
-			await upsertRunnerConfig(engine, pool);
-			const host = spawnHost({
-				impl: spec.impl,
-				endpoint: engine.endpoint,
-				pool,
-				token: engine.token,
-				rivetkit: stack.key,
-			});
+			const host = await spawnSideHost({ engine, stack, spec, pool });
 			sides.push({ spec, host, clients: {} });
 			await host.ready;
 			for (const encoding of options.encodings)

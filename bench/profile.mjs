@@ -25,14 +25,11 @@ import { readdirSync, readFileSync } from "node:fs";
 
 import { startBenchEngine, upsertRunnerConfig } from "./lib/engine.mjs";
 import { spawnHost } from "./lib/host.mjs";
+import { int } from "./lib/knobs.mjs";
 import { run } from "./lib/load.mjs";
 import { loadStack, stackKeys } from "./lib/stacks.mjs";
 import { fmt, summarize, table } from "./lib/stats.mjs";
 
-const int = (name, fallback) => {
-	const value = Number.parseInt(process.env[name] ?? "", 10);
-	return Number.isFinite(value) && value > 0 ? value : fallback;
-};
 const impl = process.env.PROFILE_IMPL ?? "rivetkit-native";
 const counts = { http: int("PROFILE_HTTP", 1000), ws: int("PROFILE_WS", 3000) };
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));

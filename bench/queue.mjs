@@ -25,17 +25,13 @@
 import { fileURLToPath } from "node:url";
 
 import { newClient, STACK_2_3 } from "./compare.mjs";
-import { startBenchEngine, upsertRunnerConfig } from "./lib/engine.mjs";
-import { spawnHost } from "./lib/host.mjs";
+import { startBenchEngine } from "./lib/engine.mjs";
+import { spawnSideHost } from "./lib/host.mjs";
+import { int } from "./lib/knobs.mjs";
 import { run } from "./lib/load.mjs";
 import { mainThreadCpuMs } from "./lib/proc.mjs";
 import { loadStack, stackKeys } from "./lib/stacks.mjs";
 import { fmt, summarize, table } from "./lib/stats.mjs";
-
-const int = (name, fallback) => {
-	const value = Number.parseInt(process.env[name] ?? "", 10);
-	return Number.isFinite(value) && value > 0 ? value : fallback;
-};
 
 export const queueOptions = () => ({
 	messages: int("BENCH_QUEUE_MESSAGES", 300),
@@ -75,14 +71,7 @@ export async function runQueue({ engine, stack = STACK_2_3, options = queueOptio
 	try {
 		for (const spec of stack.sides) {
 			const pool = `queue-${spec.side}-${process.pid}`;
-			await upsertRunnerConfig(engine, pool);
-			const host = spawnHost({
-				impl: spec.impl,
-				endpoint: engine.endpoint,
-				pool,
-				token: engine.token,
-				rivetkit: stack.key,
-			});
+			const host = await spawnSideHost({ engine, stack, spec, pool });
 			const client = newClient(engine, pool, "json", stack);
 			sides.push({ spec, host, client, sent: 0, rounds: [] });
 			await host.ready;

@@ -45,12 +45,9 @@ import { join } from "node:path";
 
 import { findFreePorts, gatewayFetch, getOrCreateActor, startEngine, waitFor } from "../__test__/helpers/engine.mjs";
 import { spawnHost } from "./lib/host.mjs";
+import { int } from "./lib/knobs.mjs";
 import { fmt, percentile, table } from "./lib/stats.mjs";
 
-const int = (name, fallback) => {
-	const value = Number.parseInt(process.env[name] ?? "", 10);
-	return Number.isFinite(value) && value > 0 ? value : fallback;
-};
 const host = process.env.RECOVERY_HOST ?? "native";
 const options = {
 	host,

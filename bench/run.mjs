@@ -64,6 +64,7 @@ import { spawnSync } from "node:child_process";
 import { compareOptions, ourAddonBinary, runComparison } from "./compare.mjs";
 import { startBenchEngine } from "./lib/engine.mjs";
 import { startHost } from "./lib/host.mjs";
+import { int } from "./lib/knobs.mjs";
 import { loadStack, stackKeys } from "./lib/stacks.mjs";
 import { clusterOptions, runCluster } from "./cluster.mjs";
 import { engineClusterOptions, runEngineCluster } from "./engine-cluster.mjs";
@@ -77,10 +78,6 @@ import wsBroadcast from "./scenarios/ws-broadcast.mjs";
 
 const SCENARIOS = [httpActions, wsActions, wsBroadcast];
 
-const int = (name, fallback) => {
-	const value = Number.parseInt(process.env[name] ?? "", 10);
-	return Number.isFinite(value) && value > 0 ? value : fallback;
-};
 const options = {
 	compare: process.env.BENCH_COMPARE ?? "1",
 	matrix: process.env.BENCH_MATRIX ?? "1",

@@ -37,16 +37,12 @@
 
 import { readdirSync, readFileSync } from "node:fs";
 
-import { getOrCreateActor, startBenchEngine, upsertRunnerConfig } from "./lib/engine.mjs";
-import { spawnHost } from "./lib/host.mjs";
+import { getOrCreateActor, startBenchEngine } from "./lib/engine.mjs";
+import { spawnSideHost } from "./lib/host.mjs";
+import { int } from "./lib/knobs.mjs";
 import { run } from "./lib/load.mjs";
 import { fmt, summarize, table } from "./lib/stats.mjs";
 import { envoyRegistered, newClient, STACK_2_3, settledMemory } from "./compare.mjs";
-
-const int = (name, fallback) => {
-	const value = Number.parseInt(process.env[name] ?? "", 10);
-	return Number.isFinite(value) && value > 0 ? value : fallback;
-};
 
 export const sqliteOptions = () => ({
 	ops: int("BENCH_SQL_OPS", 200),
@@ -110,20 +106,12 @@ const errorText = (e) => (e === undefined ? "-" : e ? `${e.group}.${e.code}` : "
 /** Spawns a host of `spec` on a pool of its own; returns `{host, client, pool}` once it serves. */
 async function startSide({ engine, stack, spec, options, name }) {
 	const pool = `sql-${name}-${spec.side}-${process.pid}`;
-	await upsertRunnerConfig(engine, pool);
 	const client = newClient(engine, pool, options.encoding, stack);
 	const env =
 		spec.side === "ours"
 			? { RIVETKIT_NATIVE_SQLITE_MAX_OPEN: "100000", RIVETKIT_NATIVE_SQLITE_IDLE_CLOSE_MS: "86400000" }
 			: {};
-	const host = spawnHost({
-		impl: spec.impl,
-		endpoint: engine.endpoint,
-		pool,
-		token: engine.token,
-		rivetkit: stack.key,
-		env,
-	});
+	const host = await spawnSideHost({ engine, stack, spec, pool, env });
 	try {
 		await envoyRegistered(engine, pool, host);
 		await host.ready;

@@ -28,6 +28,7 @@ import { fork } from "node:child_process";
 import { once } from "node:events";
 import { fileURLToPath } from "node:url";
 
+import { upsertRunnerConfig } from "./engine.mjs";
 import { aliasedApp } from "./rivetkit-alias.mjs";
 
 const script = (name) => fileURLToPath(new URL(`../hosts/${name}`, import.meta.url));
@@ -183,4 +184,13 @@ export async function startHost(options) {
 		throw err;
 	}
 	return host;
+}
+
+/**
+ * Spawns side `spec`'s host (`{impl}`) of `stack` (bench/lib/stacks.mjs) on
+ * `pool`, a pool of its own on `engine`, which it configures first.
+ */
+export async function spawnSideHost({ engine, stack, spec, pool, env }) {
+	await upsertRunnerConfig(engine, pool);
+	return spawnHost({ impl: spec.impl, endpoint: engine.endpoint, pool, token: engine.token, rivetkit: stack.key, env });
 }

@@ -7,15 +7,11 @@
 // call. Plain `ws` client, JSON frames (BENCH_WS_ENCODING=cbor for CBOR).
 
 import { getOrCreateActor } from "../lib/engine.mjs";
+import { int } from "../lib/knobs.mjs";
 import { processCpuMs } from "../lib/proc.mjs";
 import { summarize } from "../lib/stats.mjs";
 import { connectActor } from "../lib/ws.mjs";
 import { WS_ENCODING } from "./ws-actions.mjs";
-
-const int = (name, fallback) => {
-	const value = Number.parseInt(process.env[name] ?? "", 10);
-	return Number.isFinite(value) && value > 0 ? value : fallback;
-};
 
 /** How long one broadcast may take to reach every connection. */
 const DELIVERY_TIMEOUT_MS = 10_000;
