@@ -12,35 +12,9 @@ import { after, before, describe, test } from "node:test";
 
 import { engineArchOf, interrupt, startAppWithClient, waitForOutput } from "./helpers/app.mjs";
 import { startEngine } from "./helpers/engine.mjs";
+import { inbox } from "./helpers/ws-inbox.mjs";
 
 const POOL = "raw-hibernation";
-
-/** Collects a WebSocket's text messages; `next()` resolves to the next one. */
-function inbox(ws) {
-	const messages = [];
-	const waiters = [];
-	let closed = null;
-	ws.addEventListener("message", (event) => {
-		const text = typeof event.data === "string" ? event.data : Buffer.from(event.data).toString();
-		const waiter = waiters.shift();
-		if (waiter) waiter.resolve(text);
-		else messages.push(text);
-	});
-	ws.addEventListener("close", (event) => {
-		closed = { code: event.code, reason: event.reason };
-		for (const waiter of waiters.splice(0)) waiter.reject(new Error(`socket closed ${JSON.stringify(closed)}`));
-	});
-	return {
-		get closed() {
-			return closed;
-		},
-		next() {
-			if (messages.length) return Promise.resolve(messages.shift());
-			if (closed) return Promise.reject(new Error(`socket closed ${JSON.stringify(closed)}`));
-			return new Promise((resolve, reject) => waiters.push({ resolve, reject }));
-		},
-	};
-}
 
 // Engine 2.3 keeps a hibernatable socket open while the actor sleeps;
 // engine 3.0 closes it (below). Each RivetKit on its own engine.
@@ -81,10 +55,7 @@ for (const rivetkit of ["3", "2"]) {
 			if (arch === "v3") {
 				// Engine 3.0 closes the socket as the actor stops, hibernatable
 				// or not (as under the official napi 3.0.0; docs/engine.md).
-				await new Promise((resolve) =>
-					messages.closed ? resolve() : ws.addEventListener("close", resolve, { once: true }),
-				);
-				assert.deepEqual(messages.closed, { code: 1012, reason: "actor.stopped" });
+				assert.deepEqual(await messages.whenClosed(), { code: 1012, reason: "actor.stopped" });
 				return;
 			}
 			assert.equal(messages.closed, null, "the socket is still open while the actor sleeps");
@@ -122,10 +93,7 @@ for (const rivetkit of ["3", "2"]) {
 			assert.equal(await messages.next(), "sleeping");
 			await waitForOutput(app, /plain p1 going to sleep/, { from });
 			await waitForOutput(app, /plain p1 websocket closed/, { from });
-			await new Promise((resolve) =>
-				messages.closed ? resolve() : ws.addEventListener("close", resolve, { once: true }),
-			);
-			assert.ok(messages.closed, "the client saw the close");
+			assert.ok(await messages.whenClosed(), "the client saw the close");
 		});
 	});
 }

@@ -30,6 +30,7 @@ import { createClient as createClient2 } from "rivetkit/client";
 import { appDirFor } from "./helpers/app.mjs";
 import { ADMIN_TOKEN, findFreePorts, gatewayFetch, waitFor } from "./helpers/engine.mjs";
 import { stopEnginesUnder } from "./helpers/processes.mjs";
+import { inbox } from "./helpers/ws-inbox.mjs";
 
 /**
  * An OTLP/HTTP receiver (a plain HTTP server reading the JSON the exporter
@@ -70,38 +71,6 @@ const attr = (span, key) => {
 	const value = span.attributes.find((a) => a.key === key)?.value;
 	return value?.stringValue ?? value?.doubleValue ?? value?.intValue;
 };
-
-/** Collects a WebSocket's text messages; `next()` resolves to the next one. */
-function inbox(ws) {
-	const messages = [];
-	const waiters = [];
-	let closed = null;
-	let onClosed;
-	const whenClosed = new Promise((resolve) => (onClosed = resolve));
-	ws.addEventListener("message", (event) => {
-		const text = typeof event.data === "string" ? event.data : Buffer.from(event.data).toString();
-		const waiter = waiters.shift();
-		if (waiter) waiter.resolve(text);
-		else messages.push(text);
-	});
-	ws.addEventListener("close", (event) => {
-		closed = { code: event.code, reason: event.reason };
-		onClosed(closed);
-		for (const waiter of waiters.splice(0)) waiter.reject(new Error(`socket closed ${JSON.stringify(closed)}`));
-	});
-	return {
-		get closed() {
-			return closed;
-		},
-		/** Resolves to `{code, reason}` once the socket closed. */
-		whenClosed: () => whenClosed,
-		next() {
-			if (messages.length) return Promise.resolve(messages.shift());
-			if (closed) return Promise.reject(new Error(`socket closed ${JSON.stringify(closed)}`));
-			return new Promise((resolve, reject) => waiters.push({ resolve, reject }));
-		},
-	};
-}
 
 const EXIT_BOUND_MS = 5_000;
 const START_TIMEOUT_MS = 90_000;
