@@ -33,15 +33,16 @@
 // `rivet-engine storage partition show` names the partition's `maintainer`
 // (a worker id) and `storage coordinator show` the coordinator's `holder`.
 
-import { execFile, spawn, spawnSync } from "node:child_process";
+import { execFile, spawnSync } from "node:child_process";
 import { once } from "node:events";
-import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { connect, createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 
 import { ADMIN_TOKEN, engineConfig, engineEnv, enginePath, findFreePorts, TEMP_PREFIX, waitFor } from "./engine.mjs";
+import { logTail, ownProcess } from "./processes.mjs";
 
 const execFileP = promisify(execFile);
 
@@ -59,62 +60,20 @@ const progress = (line) => {
 	if (process.env.CLUSTER_QUIET !== "1") console.error(`engine 3.0 cluster: ${line}`);
 };
 
-function tail(path, lines = 30) {
-	return existsSync(path) ? readFileSync(path, "utf8").split("\n").slice(-lines).join("\n") : "";
-}
-
-/** Processes started here and not stopped: SIGKILLed if this process exits first. */
-const live = new Set();
-process.on("exit", () => {
-	for (const child of live) {
-		try {
-			child.kill("SIGKILL");
-		} catch {}
-	}
-});
-
-/** A child process we own, with its log file; `stop` waits for its exit. */
-function own(file, args, { env, log, cwd }) {
-	const fd = openSync(log, "a");
-	// Own process group: a terminal's Ctrl-C does not reach it.
-	const child = spawn(file, args, { env, cwd, stdio: ["ignore", fd, fd], detached: true });
-	closeSync(fd);
-	live.add(child);
-	const state = { exited: null };
-	const exit = once(child, "exit").then(([code, signal]) => {
-		live.delete(child);
-		state.exited = { code, signal };
-	});
-	return {
-		pid: child.pid,
-		get exited() {
-			return state.exited;
-		},
-		async stop(signal = "SIGTERM", killAfterMs = 10_000) {
-			if (state.exited) return state.exited;
-			child.kill(signal);
-			const timer = setTimeout(() => !state.exited && child.kill("SIGKILL"), killAfterMs);
-			await exit;
-			clearTimeout(timer);
-			return state.exited;
-		},
-	};
-}
-
 /** `moto_server` on a private port, its temporary files under `dir`, with the bucket made. */
 async function startMoto(dir) {
 	const port = (await findFreePorts()).guard;
 	const log = join(dir, "moto.log");
 	const tmp = join(dir, "moto-tmp");
 	mkdirSync(tmp, { recursive: true });
-	const proc = own("moto_server", ["-H", "127.0.0.1", "-p", String(port)], {
+	const proc = ownProcess("moto_server", ["-H", "127.0.0.1", "-p", String(port)], {
 		env: { ...process.env, TMPDIR: tmp },
 		log,
 	});
 	const url = `http://127.0.0.1:${port}`;
 	await waitFor(
 		async () => {
-			if (proc.exited) throw new Error(`moto_server exited during start-up\n${tail(log)}`);
+			if (proc.exited) throw new Error(`moto_server exited during start-up\n${logTail(log)}`);
 			const res = await fetch(`${url}/`, { signal: AbortSignal.timeout(2_000) }).catch(() => null);
 			return res !== null;
 		},
@@ -255,15 +214,15 @@ async function engineNode({ index, dir, store, env }) {
 		get running() {
 			return Boolean(proc && !proc.exited);
 		},
-		logTail: () => tail(log),
+		logTail: () => logTail(log),
 		/** Starts the node (if it is not running) and waits for `/health` and its worker id. */
 		async start() {
 			if (proc && !proc.exited) return;
 			logFrom = existsSync(log) ? readFileSync(log).length : 0;
-			proc = own(enginePath("v3"), ["--config", configPath], { env: vars, log, cwd: nodeDir });
+			proc = ownProcess(enginePath("v3"), ["--config", configPath], { env: vars, log, cwd: nodeDir });
 			await waitFor(
 				async () => {
-					if (proc.exited) throw new Error(`engine ${node.name} exited during start-up\n${tail(log)}`);
+					if (proc.exited) throw new Error(`engine ${node.name} exited during start-up\n${logTail(log)}`);
 					const res = await fetch(`${endpoint}/health`, { signal: AbortSignal.timeout(1_000) }).catch(() => null);
 					if (!res?.ok) return false;
 					const id = /selected storage worker identity" worker_id=([0-9a-f-]+)/.exec(

@@ -21,24 +21,13 @@
 // has no PostgreSQL or NATS (its nodes share one object store instead,
 // docs/engine.md), so these nodes stay on v2.
 
-import { execFileSync, spawn, spawnSync } from "node:child_process";
-import { once } from "node:events";
-import {
-	chmodSync,
-	chownSync,
-	closeSync,
-	existsSync,
-	mkdirSync,
-	mkdtempSync,
-	openSync,
-	readFileSync,
-	rmSync,
-	writeFileSync,
-} from "node:fs";
+import { execFileSync, spawnSync } from "node:child_process";
+import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
 import { ADMIN_TOKEN, enginePath, engineEnv, findFreePorts, waitFor } from "./engine.mjs";
+import { logTail, ownProcess } from "./processes.mjs";
 
 /** Where Debian keeps PostgreSQL's server programs (not on PATH). */
 function postgresBin(program) {
@@ -79,34 +68,6 @@ async function freePort() {
 	return (await findFreePorts()).guard;
 }
 
-/** A child process we own, with its log file; `stop` waits for its exit. */
-function own(file, args, { env, log, user = {} }) {
-	const fd = openSync(log, "a");
-	const child = spawn(file, args, { env, stdio: ["ignore", fd, fd], detached: true, ...user });
-	closeSync(fd);
-	const state = { exited: null };
-	const exit = once(child, "exit").then(([code, signal]) => (state.exited = { code, signal }));
-	return {
-		child,
-		pid: child.pid,
-		get exited() {
-			return state.exited;
-		},
-		async stop(signal = "SIGTERM", killAfterMs = 5_000) {
-			if (state.exited) return state.exited;
-			child.kill(signal);
-			const timer = setTimeout(() => !state.exited && child.kill("SIGKILL"), killAfterMs);
-			await exit;
-			clearTimeout(timer);
-			return state.exited;
-		},
-	};
-}
-
-function tail(path, lines = 30) {
-	return existsSync(path) ? readFileSync(path, "utf8").split("\n").slice(-lines).join("\n") : "";
-}
-
 async function startPostgres(dir) {
 	const data = join(dir, "pg");
 	const user = postgresUser();
@@ -128,14 +89,14 @@ async function startPostgres(dir) {
 	// A test database: durability is not what is tested here.
 	for (const setting of ["fsync=off", "synchronous_commit=off", "full_page_writes=off", "max_connections=400"])
 		args.push("-c", setting);
-	const proc = own(postgresBin("postgres"), args, { env: process.env, log, user });
+	const proc = ownProcess(postgresBin("postgres"), args, { env: process.env, log, user });
 	const psql = (sql, db = "postgres") =>
 		spawnSync("psql", ["-h", "127.0.0.1", "-p", String(port), "-U", "postgres", "-d", db, "-qAtc", sql], {
 			encoding: "utf8",
 		});
 	await waitFor(
 		() => {
-			if (proc.exited) throw new Error(`postgres exited during start-up\n${tail(log)}`);
+			if (proc.exited) throw new Error(`postgres exited during start-up\n${logTail(log)}`);
 			return psql("select 1").status === 0;
 		},
 		{ timeoutMs: 30_000, intervalMs: 50, what: "PostgreSQL accepting connections" },
@@ -173,10 +134,10 @@ async function startNats(dir) {
 		},
 		/** Starts it (again) on the same port. */
 		async start() {
-			proc = own("nats-server", ["-a", "127.0.0.1", "-p", String(port)], { env: process.env, log });
+			proc = ownProcess("nats-server", ["-a", "127.0.0.1", "-p", String(port)], { env: process.env, log });
 			await waitFor(
 				() => {
-					if (proc.exited) throw new Error(`nats-server exited during start-up\n${tail(log)}`);
+					if (proc.exited) throw new Error(`nats-server exited during start-up\n${logTail(log)}`);
 					return readFileSync(log, "utf8").split("Server is ready").length > nats.starts + 1;
 				},
 				{ timeoutMs: 15_000, intervalMs: 25, what: "NATS ready" },
@@ -237,15 +198,15 @@ async function engineNode({ index, dir, pg, nats, env }) {
 		get running() {
 			return Boolean(proc && !proc.exited);
 		},
-		logTail: () => tail(log),
+		logTail: () => logTail(log),
 		/** Starts the node (if it is not running) and waits until it accepts a write. */
 		async start() {
 			if (proc && !proc.exited) return;
-			proc = own(enginePath("v2"), ["start", "--config", configPath], { env: nodeEnv, log });
+			proc = ownProcess(enginePath("v2"), ["start", "--config", configPath], { env: nodeEnv, log });
 			const probe = `${endpoint}/runner-configs/rivetkit-native-cluster-probe?namespace=default`;
 			await waitFor(
 				async () => {
-					if (proc.exited) throw new Error(`engine node ${index + 1} exited during start-up\n${tail(log)}`);
+					if (proc.exited) throw new Error(`engine node ${index + 1} exited during start-up\n${logTail(log)}`);
 					const res = await fetch(probe, {
 						method: "PUT",
 						headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": "application/json" },
@@ -302,8 +263,8 @@ export async function startCluster({ nodes: count = 2, env = {} } = {}) {
 			const holder = pg.query("select * from udb_lease").split("\n")[0]?.split("|")[2];
 			return nodes.find((n) => holder && n.running && readFileSync(n.log, "utf8").includes(holder)) ?? null;
 		};
-		const logTail = () => nodes.map((n) => `--- engine node ${n.index + 1} (${n.log}) ---\n${n.logTail()}`).join("\n");
-		return { dir, pg, nats, nodes, endpoints: nodes.map((n) => n.endpoint), leader, logTail, stop: stopAll };
+		const tails = () => nodes.map((n) => `--- engine node ${n.index + 1} (${n.log}) ---\n${n.logTail()}`).join("\n");
+		return { dir, pg, nats, nodes, endpoints: nodes.map((n) => n.endpoint), leader, logTail: tails, stop: stopAll };
 	} catch (err) {
 		await stopAll();
 		throw err;

@@ -36,6 +36,8 @@ import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 
+import { killOnExit, logTail as fileTail } from "./processes.mjs";
+
 const require = createRequire(import.meta.url);
 
 export const NAMESPACE = "default";
@@ -282,21 +284,6 @@ export function v3Env(env) {
 	return { env: out, renamed, dropped };
 }
 
-function tail(path, lines = 40) {
-	if (!existsSync(path)) return "";
-	return readFileSync(path, "utf8").split("\n").slice(-lines).join("\n");
-}
-
-/** Engines started by this process and not stopped yet: killed if the process exits first. */
-const live = new Set();
-process.on("exit", () => {
-	for (const child of live) {
-		try {
-			child.kill("SIGKILL");
-		} catch {}
-	}
-});
-
 /** The arch of each endpoint this process started (the API helpers read it). */
 const archOf = new Map();
 
@@ -362,18 +349,17 @@ export async function startEngine({
 	});
 	closeSync(stdoutFd);
 	closeSync(stderrFd);
-	live.add(child);
+	killOnExit(child);
 	let exited = null;
 	const exitPromise = once(child, "exit").then(([code, signal]) => {
 		exited = { code, signal };
-		live.delete(child);
 		return exited;
 	});
 
 	const endpoint = `http://${host}:${ports.guard}`;
 	const logTail = () =>
 		(envNotes.length ? `--- harness: ${envNotes.join("; ")} ---\n` : "") +
-		`--- engine ${arch} ${version} stderr (${logs.stderr}) ---\n${tail(logs.stderr)}\n--- engine stdout ---\n${tail(logs.stdout)}`;
+		`--- engine ${arch} ${version} stderr (${logs.stderr}) ---\n${fileTail(logs.stderr, 40)}\n--- engine stdout ---\n${fileTail(logs.stdout, 40)}`;
 	const exitedError = () =>
 		new Error(`engine exited during start-up (code ${exited.code}, signal ${exited.signal})\n${logTail()}`);
 

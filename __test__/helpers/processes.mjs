@@ -2,14 +2,20 @@
 // are found elsewhere), for the tests that let the addon start an engine
 // (it outlives its host on purpose) and for the suite's end-of-run check
 // (scripts/test-js.mjs): which engines a test started, found by its
-// storage directory, and stopped by their pids.
+// storage directory, and stopped by their pids. Also the processes a
+// helper starts itself (the clusters' databases, stores and engine nodes):
+// `ownProcess` spawns one detached with its output in a log file, and every
+// child registered with `killOnExit` is SIGKILLed if the test process exits
+// first.
 //
 //   after(async () => {
 //     await stopEnginesUnder(storage);   // SIGTERM, then SIGKILL after the bound
 //     rmSync(storage, { recursive: true, force: true });
 //   });
 
-import { readdirSync, readFileSync, readlinkSync } from "node:fs";
+import { spawn } from "node:child_process";
+import { once } from "node:events";
+import { closeSync, existsSync, openSync, readdirSync, readFileSync, readlinkSync } from "node:fs";
 import { basename } from "node:path";
 
 const ENGINE = /^rivet-engine(\.exe)?$/;
@@ -116,4 +122,57 @@ export function isAlive(pid) {
 	} catch {
 		return false;
 	}
+}
+
+/** Children registered with `killOnExit` that have not exited. */
+const live = new Set();
+process.on("exit", () => {
+	for (const child of live) {
+		try {
+			child.kill("SIGKILL");
+		} catch {}
+	}
+});
+
+/** SIGKILLs `child` if this process exits before it does. */
+export function killOnExit(child) {
+	live.add(child);
+	child.once("exit", () => live.delete(child));
+}
+
+/** The last `lines` lines of the file at `path` ("" when there is none). */
+export function logTail(path, lines = 30) {
+	return existsSync(path) ? readFileSync(path, "utf8").split("\n").slice(-lines).join("\n") : "";
+}
+
+/**
+ * Spawns `file` in a process group of its own (a terminal's Ctrl-C does not
+ * reach it), its output appended to `log`, SIGKILLed if this process exits
+ * first. Returns `{pid, exited, stop(signal, killAfterMs)}`: `exited` is
+ * `{code, signal}` once it exited (else null); `stop` sends `signal`, then
+ * SIGKILL after `killAfterMs`, and resolves to `exited`.
+ */
+export function ownProcess(file, args, { env, log, cwd, user = {}, killAfterMs = 5_000 }) {
+	const fd = openSync(log, "a");
+	const child = spawn(file, args, { env, cwd, stdio: ["ignore", fd, fd], detached: true, ...user });
+	closeSync(fd);
+	killOnExit(child);
+	const state = { exited: null };
+	const exit = once(child, "exit").then(([code, signal]) => {
+		state.exited = { code, signal };
+	});
+	return {
+		pid: child.pid,
+		get exited() {
+			return state.exited;
+		},
+		async stop(signal = "SIGTERM", wait = killAfterMs) {
+			if (state.exited) return state.exited;
+			child.kill(signal);
+			const timer = setTimeout(() => !state.exited && child.kill("SIGKILL"), wait);
+			await exit;
+			clearTimeout(timer);
+			return state.exited;
+		},
+	};
 }
