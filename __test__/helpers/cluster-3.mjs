@@ -34,14 +34,13 @@
 // (a worker id) and `storage coordinator show` the coordinator's `holder`.
 
 import { execFile, spawnSync } from "node:child_process";
-import { once } from "node:events";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { connect, createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 
 import { ADMIN_TOKEN, engineConfig, engineEnv, enginePath, findFreePorts, TEMP_PREFIX, waitFor } from "./engine.mjs";
+import { faultProxy } from "./fault-proxy.mjs";
 import { logTail, ownProcess } from "./processes.mjs";
 
 const execFileP = promisify(execFile);
@@ -86,59 +85,14 @@ async function startMoto(dir) {
 }
 
 /**
- * A TCP gate on a port of its own in front of `targetPort`: `stop()` resets
- * every connection and closes the port (connections are refused), `start()`
- * listens on the same port again.
+ * The object store behind a fault proxy on a port of its own
+ * (helpers/fault-proxy.mjs): `stop()` resets every connection and closes
+ * the port (connections are refused), `start()` listens on the same port
+ * again.
  */
 async function objectStoreGate(targetPort) {
-	const port = (await findFreePorts()).guard;
-	const pairs = new Set();
-	let server = null;
-	const open = async () => {
-		server = createServer((client) => {
-			const upstream = connect(targetPort, "127.0.0.1");
-			const pair = { client, upstream };
-			pairs.add(pair);
-			client.pipe(upstream);
-			upstream.pipe(client);
-			const end = () => {
-				pairs.delete(pair);
-				client.destroy();
-				upstream.destroy();
-			};
-			client.on("close", end);
-			upstream.on("close", end);
-			client.on("error", () => {});
-			upstream.on("error", () => {});
-		});
-		server.listen(port, "127.0.0.1");
-		await once(server, "listening");
-	};
-	await open();
-	const gate = {
-		port,
-		url: `http://127.0.0.1:${port}`,
-		get running() {
-			return server !== null;
-		},
-		/** Takes the store away: every connection reset, the port closed. */
-		async stop() {
-			if (!server) return;
-			const closing = server;
-			server = null;
-			const closed = new Promise((resolve) => closing.close(() => resolve()));
-			for (const { client, upstream } of pairs) {
-				client.resetAndDestroy();
-				upstream.destroy();
-			}
-			await closed;
-		},
-		/** Gives it back on the same port. */
-		async start() {
-			if (!server) await open();
-		},
-	};
-	return gate;
+	const proxy = await faultProxy(targetPort, "127.0.0.1", { port: (await findFreePorts()).guard });
+	return { port: proxy.port, url: proxy.url, stop: () => proxy.down(), start: () => proxy.up() };
 }
 
 /** The engine binary's environment for a node and for the storage CLI. */

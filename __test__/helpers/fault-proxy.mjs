@@ -8,6 +8,8 @@
 //   proxy.delay(200);  // each chunk is delivered 200 ms late (0: off)
 //   proxy.retarget(p); // new connections go to port p (a load balancer
 //                      // whose health check dropped the old target)
+//   await proxy.down();  // every connection reset, the port closed
+//   await proxy.up();    // listening again on the same port
 //   await proxy.close();
 //
 // Holding pauses both sockets of every connection: what was sent stays in
@@ -17,7 +19,8 @@
 import { once } from "node:events";
 import { connect, createServer } from "node:net";
 
-export async function faultProxy(targetPort, targetHost = "127.0.0.1") {
+/** `port`: the port it listens on (default: any free one). */
+export async function faultProxy(targetPort, targetHost = "127.0.0.1", { port: listenPort = 0 } = {}) {
 	const pairs = new Set();
 	let holding = false;
 	let delayMs = 0;
@@ -51,7 +54,7 @@ export async function faultProxy(targetPort, targetHost = "127.0.0.1") {
 			upstream.pause();
 		}
 	});
-	server.listen(0, "127.0.0.1");
+	server.listen(listenPort, "127.0.0.1");
 	await once(server, "listening");
 	const { port } = server.address();
 
@@ -81,6 +84,19 @@ export async function faultProxy(targetPort, targetHost = "127.0.0.1") {
 				client.resetAndDestroy();
 				upstream.resetAndDestroy();
 			}
+		},
+		/** Takes the target away: connections reset, new ones refused. */
+		async down() {
+			if (!server.listening) return;
+			const closed = new Promise((resolve) => server.close(() => resolve()));
+			this.reset();
+			await closed;
+		},
+		/** Gives it back on the same port. */
+		async up() {
+			if (server.listening) return;
+			server.listen(port, "127.0.0.1");
+			await once(server, "listening");
 		},
 		delay(ms) {
 			delayMs = ms;
