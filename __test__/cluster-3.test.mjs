@@ -34,7 +34,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
 
-import { clientFor, interrupt, startApp, waitForOutput } from "./helpers/app.mjs";
+import { clientFor, clusterHostEnv, interrupt, startApp, waitForOutput } from "./helpers/app.mjs";
 import { startCluster3 } from "./helpers/cluster-3.mjs";
 import { describeFigures, underLoad } from "./helpers/cluster-faults.mjs";
 import { ADMIN_TOKEN, NAMESPACE, upsertPool } from "./helpers/engine.mjs";
@@ -79,22 +79,7 @@ describe("engine 3.0 cluster", { concurrency: false }, () => {
 
 	/** A host of the example app (rivetkit 3.0.0) whose envoy knows `nodes`, the first first. */
 	async function startHost(name, nodes) {
-		const app = startApp(
-			"src/server.mjs",
-			{
-				RIVET_ENDPOINT: nodes[0].endpoint,
-				RIVETKIT_ENGINE_ENDPOINTS: nodes
-					.slice(1)
-					.map((n) => n.endpoint)
-					.join(","),
-				RIVET_TOKEN: ADMIN_TOKEN,
-				RIVET_POOL: pool,
-				RIVET_EXPOSE_ERRORS: "1",
-				// The envoy client's own lines name the node it connects to.
-				RIVET_LOG_LEVEL: process.env.CLUSTER_LOG ?? "info,rivet_envoy_client=info",
-			},
-			{ rivetkit: "3" },
-		);
+		const app = startApp("src/server.mjs", clusterHostEnv(nodes, pool, ADMIN_TOKEN), { rivetkit: "3" });
 		app.name = name;
 		apps.push(app);
 		await waitForOutput(app, /registry serving/);

@@ -17,7 +17,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { createClient } from "rivetkit/client";
 
-import { interrupt, startApp, waitForOutput } from "./helpers/app.mjs";
+import { clusterHostEnv, interrupt, startApp, waitForOutput } from "./helpers/app.mjs";
 import { startCluster } from "./helpers/cluster.mjs";
 import { faultProxy } from "./helpers/fault-proxy.mjs";
 import { ADMIN_TOKEN, NAMESPACE, upsertRunnerConfig, waitFor } from "./helpers/engine.mjs";
@@ -52,18 +52,7 @@ describe("engine cluster", { concurrency: false }, () => {
 
 	/** A host of the example app whose envoy knows every node, `nodes[0]` first. */
 	async function startHost(pool, name, nodes) {
-		const app = startApp("src/server.mjs", {
-			RIVET_ENDPOINT: nodes[0].endpoint,
-			RIVETKIT_ENGINE_ENDPOINTS: nodes
-				.slice(1)
-				.map((n) => n.endpoint)
-				.join(","),
-			RIVET_TOKEN: ADMIN_TOKEN,
-			RIVET_POOL: pool,
-			RIVET_EXPOSE_ERRORS: "1",
-			// The envoy client's own lines name the node it connects to.
-			RIVET_LOG_LEVEL: process.env.CLUSTER_LOG ?? "info,rivet_envoy_client=info",
-		});
+		const app = startApp("src/server.mjs", clusterHostEnv(nodes, pool, ADMIN_TOKEN));
 		app.name = name;
 		apps.push(app);
 		await waitForOutput(app, /registry serving/);

@@ -225,6 +225,24 @@ export const appEnv = (engine, pool) => ({
 });
 
 /**
+ * The environment of a host on an engine cluster: its envoy knows every
+ * node of `nodes` (`{endpoint}`), `nodes[0]` first (docs/deploy.md), in
+ * `pool`, with the admin token `token`; errors exposed, and the envoy
+ * client's lines, which name the node it connects to, logged.
+ */
+export const clusterHostEnv = (nodes, pool, token) => ({
+	RIVET_ENDPOINT: nodes[0].endpoint,
+	RIVETKIT_ENGINE_ENDPOINTS: nodes
+		.slice(1)
+		.map((n) => n.endpoint)
+		.join(","),
+	RIVET_TOKEN: token,
+	RIVET_POOL: pool,
+	RIVET_EXPOSE_ERRORS: "1",
+	RIVET_LOG_LEVEL: process.env.CLUSTER_LOG ?? "info,rivet_envoy_client=info",
+});
+
+/**
  * Starts `script` of the example of `rivetkit` against `engine` in `pool`
  * (with `env` on top), waits until it serves, and returns `{app, client}`:
  * the client is that version's official one, on the engine's namespace and
