@@ -35,7 +35,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 
-import { clientFor, engineArchOf, startApp, startAppWithClient, waitForOutput } from "./helpers/app.mjs";
+import { engineArchOf, engineClient, startApp, startAppWithClient, waitForOutput } from "./helpers/app.mjs";
 import { startEngine, waitFor } from "./helpers/engine.mjs";
 import { faultProxy } from "./helpers/fault-proxy.mjs";
 
@@ -142,13 +142,7 @@ for (const version of ["2", "3"])
 			};
 			try {
 				const a = await host("a", proxy.url);
-				const createClient = await clientFor(version);
-				const client = createClient({
-					endpoint: engine.endpoint,
-					namespace: engine.namespace,
-					token: engine.token,
-					poolName: pool,
-				});
+				const client = await engineClient(version, engine, pool);
 				const summer = client.summer.getOrCreate(["fence"]);
 				const progress = () => waitFor(() => summer.progress(), { what: "the summer's progress", timeoutMs: 60_000 });
 				// The actor starts on A (B is not up yet); then B starts, and

@@ -251,12 +251,11 @@ export const clusterHostEnv = (nodes, pool, token) => ({
 export async function startAppWithClient(script, { rivetkit, engine, pool, env = {} }) {
 	const app = startApp(script, { ...appEnv(engine, pool), ...env }, { rivetkit });
 	await waitForOutput(app, /registry serving/);
+	return { app, client: await engineClient(rivetkit, engine, pool) };
+}
+
+/** The official client of `rivetkit` for `pool` on `engine`, on its namespace and token. */
+export async function engineClient(rivetkit, engine, pool) {
 	const createClient = await clientFor(rivetkit);
-	const client = createClient({
-		endpoint: engine.endpoint,
-		namespace: engine.namespace,
-		token: engine.token,
-		poolName: pool,
-	});
-	return { app, client };
+	return createClient({ endpoint: engine.endpoint, namespace: engine.namespace, token: engine.token, poolName: pool });
 }
