@@ -19,7 +19,7 @@ import { readdirSync, readFileSync } from "node:fs";
 import { after, before, describe, test } from "node:test";
 
 import { actorJobs, json, native, serveActors } from "./helpers/actors.mjs";
-import { appDirFor, clientFor, engineArchOf } from "./helpers/app.mjs";
+import { appDirFor, engineArchOf, engineClient } from "./helpers/app.mjs";
 import { createActor, sleepActor, startEngine, upsertRunnerConfig, waitFor } from "./helpers/engine.mjs";
 
 const rejectsWith = (promise, code) =>
@@ -283,13 +283,7 @@ for (const version of ["3", "2"])
 			pool = `sqlite-app-${process.pid}`;
 			await upsertRunnerConfig(engine.endpoint, pool);
 			app = await startApp();
-			const createClient = await clientFor(version);
-			client = createClient({
-				endpoint: engine.endpoint,
-				namespace: engine.namespace,
-				token: engine.token,
-				poolName: pool,
-			});
+			client = await engineClient(version, engine, pool);
 		});
 
 		after(async () => {

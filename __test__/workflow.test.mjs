@@ -13,7 +13,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 
-import { clientFor, engineArchOf, interrupt, startApp, waitForOutput } from "./helpers/app.mjs";
+import { engineArchOf, engineClient, interrupt, startApp, waitForOutput } from "./helpers/app.mjs";
 import { startEngine, waitFor } from "./helpers/engine.mjs";
 
 const POOL = "workflows";
@@ -43,13 +43,7 @@ for (const version of ["2", "3"])
 
 		before(async () => {
 			engine = await startEngine({ arch: engineArchOf(version) });
-			const createClient = await clientFor(version);
-			client = createClient({
-				endpoint: engine.endpoint,
-				namespace: engine.namespace,
-				token: engine.token,
-				poolName: POOL,
-			});
+			client = await engineClient(version, engine, POOL);
 		});
 
 		after(async () => {
