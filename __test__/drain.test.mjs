@@ -33,8 +33,15 @@ after(async () => {
 	await engine?.stop();
 });
 
+/**
+ * The host's log keeps the drain's timeline (docs/drain.md, "Timeline"):
+ * a failure's message carries it, so a rare overrun says which step took
+ * the time.
+ */
+const HOST_LOG = process.env.RIVETKIT_TEST_HOST_LOG || "warn,rivetkit_native::drain=debug";
+
 function startHost(pool) {
-	return spawnHost(hostScript, { ENDPOINT: engine.endpoint, POOL: pool });
+	return spawnHost(hostScript, { ENDPOINT: engine.endpoint, POOL: pool, RIVET_LOG_LEVEL: HOST_LOG });
 }
 
 /** Waits for the host to exit by itself (a hung host fails the test instead of the run). */
