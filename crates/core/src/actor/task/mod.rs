@@ -407,7 +407,9 @@ async fn sleep_until_opt(deadline: Option<Instant>) {
         // Due already: ready at once. Tokio's timer rounds a deadline up to
         // its next millisecond tick, so a sleep until now would hold a save
         // asked for an answer (docs/durability.md) for up to a millisecond.
-        Some(d) if d <= Instant::now() => {}
+        // It still spends the task's cooperative budget, so that a deadline
+        // that stays due cannot keep the loop from yielding its worker.
+        Some(d) if d <= Instant::now() => tokio::task::coop::consume_budget().await,
         Some(d) => tokio::time::sleep_until(d).await,
         None => std::future::pending().await,
     }
@@ -441,5 +443,19 @@ mod tests {
         let later = Instant::now() + Duration::from_secs(60);
         assert!(sleep_until_opt(Some(later)).now_or_never().is_none());
         assert!(sleep_until_opt(None).now_or_never().is_none());
+    }
+
+    #[tokio::test]
+    async fn a_deadline_that_stays_due_still_yields_the_worker() {
+        // One thread: the other task runs only when this one yields.
+        let other = tokio::spawn(async {});
+        let past = Instant::now();
+        for _ in 0..10_000 {
+            sleep_until_opt(Some(past)).await;
+            if other.is_finished() {
+                return;
+            }
+        }
+        panic!("a loop on a due deadline never yielded");
     }
 }
